@@ -1,0 +1,67 @@
+# torch_tpu build. `make test` and `make demo` are the two commands a user needs.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BUILD := build
+STAMP := $(VENV)/.requirements-installed
+
+CC ?= cc
+PJRT_INCLUDE = $(shell $(PY) -c "import os, xla_plugins.xla_cpu_pjrt as m; print(os.path.dirname(m.__file__) + '/include')")
+CFLAGS_COMMON = -std=c11 -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration \
+                -D_GNU_SOURCE -fPIC -Icsrc -I$(PJRT_INCLUDE)
+SANITIZE = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+RUNTIME_SRC := $(sort $(wildcard csrc/tpu/*.c csrc/pjrt/*.c csrc/hlo/*.c csrc/ops/*.c csrc/cache/*.c csrc/exec/*.c))
+TEST_SRC := $(sort $(wildcard csrc/tests/test_*.c))
+TEST_SUPPORT := csrc/tests/check.c
+
+RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/release/%.o)
+ASAN_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/asan/%.o)
+TEST_BIN := $(TEST_SRC:csrc/tests/%.c=$(BUILD)/asan/%)
+
+.PHONY: setup test demo ctest pytest clean bench
+.DEFAULT_GOAL := test
+
+$(STAMP): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+$(BUILD)/release/%.o: %.c $(wildcard csrc/*/*.h) | $(STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) -O2 -c $< -o $@
+
+$(BUILD)/asan/%.o: %.c $(wildcard csrc/*/*.h) | $(STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) -O1 -g $(SANITIZE) -c $< -o $@
+
+$(BUILD)/libtpu_runtime.a: $(RUNTIME_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/asan/test_%: csrc/tests/test_%.c $(TEST_SUPPORT) $(ASAN_OBJ)
+	$(CC) $(CFLAGS_COMMON) -O1 -g $(SANITIZE) $< $(TEST_SUPPORT) $(ASAN_OBJ) -ldl -lm -lpthread -o $@
+
+$(BUILD)/extension.stamp: $(BUILD)/libtpu_runtime.a setup.py $(wildcard torch_tpu/csrc/*.cpp torch_tpu/csrc/*.h)
+	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
+	touch $@
+
+setup: $(STAMP) $(BUILD)/extension.stamp
+
+ctest: $(TEST_BIN) | $(STAMP)
+	@set -e; for t in $(TEST_BIN); do \
+	  TORCH_TPU_PJRT_PLUGIN=$$($(PY) torch_tpu/_plugin.py) ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=csrc/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+
+pytest: setup
+	$(PY) -m pytest -q tests
+
+test: setup ctest pytest
+
+demo: setup
+	$(PY) examples/demo.py
+
+bench: setup
+	$(PY) benchmarks/eager_overhead.py
+
+clean:
+	rm -rf $(BUILD) torch_tpu/*.so *.egg-info

@@ -1,0 +1,360 @@
+/* The lowering context: hands a lowering its arguments as StableHLO values
+ * (reading views, creating parameters on first use), then writes its
+ * results through the output views. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/op_plan.h"
+#include "exec/runtime_impl.h"
+
+#define MAX_STORAGES 64
+
+struct tpu_lowering {
+  hlo_builder* b;
+  const tpu_op_call* call;
+  const tpu_op_plan* plan;
+  char name[64];
+  hlo_value* arg_values;  /* per argument: its read value, once made */
+  hlo_value** list_values; /* per list argument: per item */
+  struct {
+    const tpu_buffer* buffer;
+    hlo_value value;
+  } storages[MAX_STORAGES];
+  int storage_count;
+  param_source* params;
+  int param_count;
+  int param_cap;
+  hlo_value outputs[MAX_OUTPUTS];
+  tpu_status error;
+};
+
+const tpu_tensor* ref_tensor(const tpu_op_call* call, tensor_ref ref) {
+  if (ref.arg < 0) return &call->outputs[ref.item];
+  const tpu_arg* a = &call->args[ref.arg];
+  if (a->kind == TPU_ARG_TENSOR) return &a->u.tensor;
+  const tpu_tensor* t = &a->u.tensors.items[ref.item];
+  return t->buffer ? t : NULL;
+}
+
+void op_base_name(const char* name, char* out, size_t size) {
+  size_t n = strlen(name);
+  bool dunder = n > 4 && name[0] == '_' && name[1] == '_' && name[n - 1] == '_' && name[n - 2] == '_';
+  if (!dunder && n > 1 && name[n - 1] == '_') n--;
+  if (n >= size) n = size - 1;
+  memcpy(out, name, n);
+  out[n] = '\0';
+}
+
+static hlo_value add_param(tpu_lowering* l, param_kind kind, tensor_ref ref, hlo_type type) {
+  if (l->param_count == l->param_cap) {
+    int cap = l->param_cap ? l->param_cap * 2 : 16;
+    param_source* grown = realloc(l->params, (size_t)cap * sizeof *grown);
+    if (!grown) return hlo_fail(l->b, TPU_OUT_OF_MEMORY, "out of host memory lowering");
+    l->params = grown;
+    l->param_cap = cap;
+  }
+  hlo_value v = hlo_parameter(l->b, type);
+  if (v == HLO_INVALID) return v;
+  l->params[l->param_count++] = (param_source){kind, ref, type.dtype};
+  return v;
+}
+
+/* The flat storage parameter of ref's buffer, shared by every ref to it. */
+static hlo_value storage_param(tpu_lowering* l, tensor_ref ref, const tpu_tensor* t) {
+  for (int i = 0; i < l->storage_count; i++)
+    if (l->storages[i].buffer == t->buffer) return l->storages[i].value;
+  if (l->storage_count == MAX_STORAGES)
+    return hlo_fail(l->b, TPU_UNIMPLEMENTED, "an op may use at most %d tpu storages", MAX_STORAGES);
+  int64_t numel = view_storage_numel(t);
+  hlo_type type = hlo_type_make(buffer_storage_dtype(t->buffer, t->dtype), 1, &numel);
+  hlo_value v = add_param(l, PARAM_STORAGE, ref, type);
+  l->storages[l->storage_count].buffer = t->buffer;
+  l->storages[l->storage_count++].value = v;
+  return v;
+}
+
+static hlo_value offset_param(tpu_lowering* l, tensor_ref ref) {
+  return add_param(l, PARAM_OFFSET, ref, hlo_type_make(TPU_I64, 0, NULL));
+}
+
+static hlo_value read_ref(tpu_lowering* l, tensor_ref ref) {
+  const tpu_tensor* t = ref_tensor(l->call, ref);
+  if (!t) return HLO_INVALID;
+  view_class cls = view_class_of(t);
+  hlo_value storage = storage_param(l, ref, t);
+  hlo_value offset = cls == VIEW_WHOLE ? HLO_INVALID : offset_param(l, ref);
+  return view_read(l->b, storage, offset, t, cls);
+}
+
+/* ---- accessors ---- */
+
+hlo_builder* tpu_lower_builder(tpu_lowering* l) { return l->b; }
+const char* tpu_lower_op_name(const tpu_lowering* l) { return l->name; }
+const char* tpu_lower_overload(const tpu_lowering* l) { return l->call->overload; }
+int tpu_lower_arg_count(const tpu_lowering* l) { return l->call->arg_count; }
+
+static const tpu_arg* arg_at(const tpu_lowering* l, int index) {
+  return index >= 0 && index < l->call->arg_count ? &l->call->args[index] : NULL;
+}
+
+tpu_arg_kind tpu_lower_arg_kind(const tpu_lowering* l, int index) {
+  const tpu_arg* a = arg_at(l, index);
+  return a ? a->kind : TPU_ARG_NONE;
+}
+
+bool tpu_lower_is_none(const tpu_lowering* l, int index) {
+  return tpu_lower_arg_kind(l, index) == TPU_ARG_NONE;
+}
+
+static hlo_value wrong_kind(tpu_lowering* l, int index, const char* wanted) {
+  return tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: argument %d should be %s", l->name,
+                        index, wanted);
+}
+
+hlo_value tpu_lower_tensor(tpu_lowering* l, int index) {
+  const tpu_arg* a = arg_at(l, index);
+  if (!a || a->kind != TPU_ARG_TENSOR) return wrong_kind(l, index, "a tensor");
+  if (l->arg_values[index] == HLO_INVALID)
+    l->arg_values[index] = read_ref(l, (tensor_ref){index, -1});
+  return l->arg_values[index];
+}
+
+hlo_type tpu_lower_arg_type(const tpu_lowering* l, int index) {
+  const tpu_arg* a = arg_at(l, index);
+  if (a && a->kind == TPU_ARG_TENSOR)
+    return hlo_type_make(a->u.tensor.dtype, a->u.tensor.rank, a->u.tensor.sizes);
+  if (a && a->kind == TPU_ARG_SCALAR) return hlo_type_make(a->u.scalar.type, 0, NULL);
+  return hlo_type_make(TPU_F32, 0, NULL);
+}
+
+int tpu_lower_tensor_list_count(const tpu_lowering* l, int index) {
+  const tpu_arg* a = arg_at(l, index);
+  return a && a->kind == TPU_ARG_TENSOR_LIST ? a->u.tensors.count : 0;
+}
+
+hlo_type tpu_lower_tensor_list_type(const tpu_lowering* l, int index, int item) {
+  const tpu_arg* a = arg_at(l, index);
+  if (!a || a->kind != TPU_ARG_TENSOR_LIST || item < 0 || item >= a->u.tensors.count)
+    return hlo_type_make(TPU_F32, 0, NULL);
+  const tpu_tensor* t = &a->u.tensors.items[item];
+  return hlo_type_make(t->dtype, t->rank, t->sizes);
+}
+
+int tpu_lower_tensor_list(tpu_lowering* l, int index, hlo_value* out_values, int max) {
+  const tpu_arg* a = arg_at(l, index);
+  if (!a || a->kind != TPU_ARG_TENSOR_LIST) {
+    wrong_kind(l, index, "a list of tensors");
+    return 0;
+  }
+  int n = a->u.tensors.count < max ? a->u.tensors.count : max;
+  if (!l->list_values[index]) {
+    l->list_values[index] = malloc((size_t)(a->u.tensors.count ? a->u.tensors.count : 1) * sizeof(hlo_value));
+    if (!l->list_values[index]) {
+      hlo_fail(l->b, TPU_OUT_OF_MEMORY, "out of host memory lowering");
+      return 0;
+    }
+    for (int i = 0; i < a->u.tensors.count; i++) l->list_values[index][i] = HLO_INVALID;
+  }
+  for (int i = 0; i < n; i++) {
+    if (l->list_values[index][i] == HLO_INVALID)
+      l->list_values[index][i] = read_ref(l, (tensor_ref){index, i});
+    out_values[i] = l->list_values[index][i];
+  }
+  return n;
+}
+
+hlo_value tpu_lower_value(tpu_lowering* l, int index, tpu_dtype dtype) {
+  const tpu_arg* a = arg_at(l, index);
+  if (a && a->kind == TPU_ARG_TENSOR) return hlo_convert(l->b, tpu_lower_tensor(l, index), dtype);
+  if (!a || a->kind != TPU_ARG_SCALAR) return wrong_kind(l, index, "a tensor or a number");
+  if (l->arg_values[index] == HLO_INVALID)
+    l->arg_values[index] = add_param(l, PARAM_SCALAR, (tensor_ref){index, -1},
+                                     hlo_type_make(a->u.scalar.type, 0, NULL));
+  return hlo_convert(l->b, l->arg_values[index], dtype);
+}
+
+hlo_value tpu_lower_rng_state(tpu_lowering* l, int index) {
+  const tpu_arg* a = arg_at(l, index);
+  if (!a || a->kind != TPU_ARG_RNG) return wrong_kind(l, index, "a generator");
+  int64_t two = 2;
+  if (l->arg_values[index] == HLO_INVALID)
+    l->arg_values[index] = add_param(l, PARAM_RNG, (tensor_ref){index, -1},
+                                     hlo_type_make(TPU_U64, 1, &two));
+  return l->arg_values[index];
+}
+
+int64_t tpu_lower_int(const tpu_lowering* l, int index, int64_t fallback) {
+  const tpu_arg* a = arg_at(l, index);
+  if (!a) return fallback;
+  if (a->kind == TPU_ARG_INT) return a->u.i;
+  if (a->kind == TPU_ARG_BOOL) return a->u.b;
+  return fallback;
+}
+
+double tpu_lower_float(const tpu_lowering* l, int index, double fallback) {
+  const tpu_arg* a = arg_at(l, index);
+  if (!a) return fallback;
+  if (a->kind == TPU_ARG_FLOAT) return a->u.f;
+  if (a->kind == TPU_ARG_INT) return (double)a->u.i;
+  return fallback;
+}
+
+bool tpu_lower_bool(const tpu_lowering* l, int index, bool fallback) {
+  const tpu_arg* a = arg_at(l, index);
+  if (!a) return fallback;
+  if (a->kind == TPU_ARG_BOOL) return a->u.b;
+  if (a->kind == TPU_ARG_INT) return a->u.i != 0;
+  return fallback;
+}
+
+int tpu_lower_int_list(const tpu_lowering* l, int index, const int64_t** out_items) {
+  const tpu_arg* a = arg_at(l, index);
+  *out_items = NULL;
+  if (a && a->kind == TPU_ARG_INT_LIST) {
+    *out_items = a->u.ints.items;
+    return a->u.ints.count;
+  }
+  if (a && a->kind == TPU_ARG_INT) {
+    *out_items = &a->u.i;
+    return 1;
+  }
+  return 0;
+}
+
+tpu_dtype tpu_lower_dtype(const tpu_lowering* l, int index, tpu_dtype fallback) {
+  const tpu_arg* a = arg_at(l, index);
+  return a && a->kind == TPU_ARG_DTYPE ? a->u.dtype : fallback;
+}
+
+const char* tpu_lower_string(const tpu_lowering* l, int index, const char* fallback) {
+  const tpu_arg* a = arg_at(l, index);
+  return a && a->kind == TPU_ARG_STRING ? a->u.string : fallback;
+}
+
+double tpu_lower_scalar_constant(const tpu_lowering* l, int index) {
+  const tpu_arg* a = arg_at(l, index);
+  if (!a || a->kind != TPU_ARG_SCALAR) return 0;
+  return a->u.scalar.type == TPU_F64 ? a->u.scalar.f : (double)a->u.scalar.i;
+}
+
+int tpu_lower_output_count(const tpu_lowering* l) { return l->plan->output_count; }
+
+hlo_type tpu_lower_output_type(const tpu_lowering* l, int index) {
+  if (index < 0 || index >= l->plan->output_count) return hlo_type_make(TPU_F32, 0, NULL);
+  return hlo_type_make(l->plan->out_dtypes[index], l->plan->out_ranks[index], l->plan->out_sizes[index]);
+}
+
+void tpu_lower_set_output(tpu_lowering* l, int index, hlo_value value) {
+  if (index >= 0 && index < l->plan->output_count) l->outputs[index] = value;
+}
+
+hlo_value tpu_lower_fail(tpu_lowering* l, tpu_status_code code, const char* fmt, ...) {
+  char message[1024];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(message, sizeof message, fmt, args);
+  va_end(args);
+  return hlo_fail(l->b, code, "%s", message);
+}
+
+hlo_type tpu_lower_broadcast_type(const tpu_lowering* l, const int* indices, int count,
+                                  tpu_dtype dtype) {
+  hlo_type out = hlo_type_make(dtype, 0, NULL);
+  for (int i = 0; i < count; i++) {
+    hlo_type t = tpu_lower_arg_type(l, indices[i]);
+    if (t.rank > out.rank) {
+      int shift = t.rank - out.rank;
+      for (int d = out.rank - 1; d >= 0; d--) out.dims[d + shift] = out.dims[d];
+      for (int d = 0; d < shift; d++) out.dims[d] = 1;
+      out.rank = t.rank;
+    }
+    for (int d = 0; d < t.rank; d++) {
+      int64_t* o = &out.dims[out.rank - t.rank + d];
+      if (*o == 1) *o = t.dims[d];
+    }
+  }
+  return out;
+}
+
+hlo_value tpu_lower_value_as(tpu_lowering* l, int index, const hlo_type* type) {
+  hlo_value v = tpu_lower_value(l, index, type->dtype);
+  return hlo_broadcast_to(l->b, v, type->rank, type->dims);
+}
+
+/* ---- the driver ---- */
+
+/* Converts and broadcasts a lowering's result to the output's type. */
+static hlo_value fit_output(tpu_lowering* l, int k, hlo_value v) {
+  hlo_type want = tpu_lower_output_type(l, k);
+  v = hlo_convert(l->b, v, want.dtype);
+  const hlo_type* have = hlo_type_of(l->b, v);
+  if (hlo_failed(l->b) || hlo_type_equal(have, &want)) return v;
+  if (hlo_type_numel(have) == hlo_type_numel(&want) && have->rank != want.rank)
+    return hlo_reshape(l->b, v, want.rank, want.dims);
+  return hlo_broadcast_to(l->b, v, want.rank, want.dims);
+}
+
+static tpu_status write_outputs(tpu_lowering* l, op_variant* variant, hlo_value* results) {
+  const tpu_op_call* call = l->call;
+  hlo_value latest[MAX_OUTPUTS];
+  for (int k = 0; k < call->output_count; k++) {
+    if (l->outputs[k] == HLO_INVALID)
+      return TPU_ERROR(TPU_INTERNAL, "aten::%s: the lowering set no value for output %d", l->name, k);
+    const tpu_tensor* out = &call->outputs[k];
+    tensor_ref ref = {-1, k};
+    view_class cls = view_class_of(out);
+    hlo_value value = fit_output(l, k, l->outputs[k]);
+    int slot = -1;
+    for (int m = 0; m < variant->result_count; m++)
+      if (call->outputs[variant->result_outputs[m]].buffer == out->buffer) slot = m;
+    hlo_value base = HLO_INVALID;
+    if (cls != VIEW_WHOLE) base = slot >= 0 ? latest[slot] : storage_param(l, ref, out);
+    hlo_value offset = cls == VIEW_WHOLE ? HLO_INVALID : offset_param(l, ref);
+    tpu_dtype sd = buffer_storage_dtype(out->buffer, out->dtype);
+    hlo_value written = view_write(l->b, base, offset, value, out, cls, sd, view_storage_numel(out));
+    if (slot < 0) {
+      if (variant->result_count == MAX_OUTPUTS)
+        return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s writes too many storages", l->name);
+      slot = variant->result_count++;
+      variant->result_outputs[slot] = k;
+      variant->result_dtypes[slot] = sd;
+    }
+    latest[slot] = written;
+  }
+  for (int m = 0; m < variant->result_count; m++) results[m] = latest[m];
+  return NULL;
+}
+
+tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_variant* variant,
+                      char** out_text, size_t* out_size) {
+  tpu_lowering l = {0};
+  l.call = call;
+  l.plan = plan;
+  op_base_name(call->name, l.name, sizeof l.name);
+  for (int k = 0; k < MAX_OUTPUTS; k++) l.outputs[k] = HLO_INVALID;
+  tpu_status status = hlo_builder_create(&l.b);
+  int n = call->arg_count ? call->arg_count : 1;
+  l.arg_values = malloc((size_t)n * sizeof *l.arg_values);
+  l.list_values = calloc((size_t)n, sizeof *l.list_values);
+  if (!status && (!l.arg_values || !l.list_values))
+    status = TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory lowering aten::%s", l.name);
+  for (int i = 0; !status && i < call->arg_count; i++) l.arg_values[i] = HLO_INVALID;
+  if (!status) status = plan->entry->lower(&l);
+  hlo_value results[MAX_OUTPUTS];
+  if (!status) status = write_outputs(&l, variant, results);
+  if (!status)
+    status = hlo_builder_finish(l.b, results, variant->result_count, out_text, out_size);
+  if (!status) {
+    variant->params = l.params;
+    variant->param_count = l.param_count;
+    l.params = NULL;
+  }
+  free(l.params);
+  for (int i = 0; i < call->arg_count && l.list_values; i++) free(l.list_values[i]);
+  free(l.list_values);
+  free(l.arg_values);
+  hlo_builder_free(l.b);
+  return status;
+}

@@ -1,0 +1,335 @@
+/* Op calls: signatures, the plan cache, and running a call's program.
+ *
+ * A plan is keyed by the call's input signature (op, dtypes, shapes, view
+ * layouts, aliasing, attribute values; never Python scalar values or view
+ * offsets, which are runtime parameters). It records the output types, and
+ * one compiled variant per output layout. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/program_cache.h"
+#include "exec/op_plan.h"
+#include "exec/runtime_impl.h"
+
+#define PLAN_BUCKETS 8192
+#define KEY_MAX 16384
+
+static tpu_op_plan* plan_buckets[PLAN_BUCKETS]; /* under the runtime lock */
+
+typedef struct key_buf {
+  unsigned char data[KEY_MAX];
+  size_t len;
+  bool overflow;
+} key_buf;
+
+static void put(key_buf* k, const void* p, size_t n) {
+  if (k->len + n > KEY_MAX) {
+    k->overflow = true;
+    return;
+  }
+  memcpy(k->data + k->len, p, n);
+  k->len += n;
+}
+
+static void put_i64(key_buf* k, int64_t v) { put(k, &v, sizeof v); }
+
+static void put_str(key_buf* k, const char* s) {
+  size_t n = s ? strlen(s) : 0;
+  put_i64(k, (int64_t)n);
+  put(k, s, n);
+}
+
+/* Each tensor's layout, and the earlier tensor it shares storage with. */
+static void put_tensor(key_buf* k, const tpu_op_call* call, const tpu_tensor* t, tensor_ref self) {
+  put_i64(k, t->dtype);
+  put_i64(k, t->rank);
+  put(k, t->sizes, (size_t)t->rank * sizeof t->sizes[0]);
+  view_class cls = view_class_of(t);
+  put_i64(k, cls);
+  if (cls == VIEW_STRIDED) put(k, t->strides, (size_t)t->rank * sizeof t->strides[0]);
+  put_i64(k, buffer_storage_dtype(t->buffer, t->dtype));
+  put_i64(k, view_storage_numel(t));
+  /* Aliasing: index of the first earlier tensor on the same storage. */
+  int64_t alias = -1, position = 0;
+  for (int i = 0; i < call->arg_count && alias < 0; i++) {
+    const tpu_arg* a = &call->args[i];
+    if (a->kind == TPU_ARG_TENSOR) {
+      if (self.arg == i && self.item < 0) goto done;
+      if (a->u.tensor.buffer == t->buffer) alias = position;
+      position++;
+    } else if (a->kind == TPU_ARG_TENSOR_LIST) {
+      for (int j = 0; j < a->u.tensors.count && alias < 0; j++, position++) {
+        if (self.arg == i && self.item == j) goto done;
+        if (a->u.tensors.items[j].buffer == t->buffer) alias = position;
+      }
+    }
+  }
+  for (int j = 0; j < call->output_count && alias < 0 && self.arg < 0; j++, position++) {
+    if (self.item == j) break;
+    if (call->outputs[j].buffer == t->buffer) alias = position;
+  }
+done:
+  put_i64(k, alias);
+}
+
+static tpu_status input_key(const tpu_op_call* call, const tpu_op_entry* entry, key_buf* k) {
+  k->len = 0;
+  k->overflow = false;
+  put_str(k, call->name);
+  put_str(k, call->overload);
+  put_i64(k, call->arg_count);
+  for (int i = 0; i < call->arg_count; i++) {
+    const tpu_arg* a = &call->args[i];
+    put_i64(k, a->kind);
+    switch (a->kind) {
+      case TPU_ARG_TENSOR:
+        TPU_RETURN_IF_ERROR(view_check(&a->u.tensor, call->name));
+        put_tensor(k, call, &a->u.tensor, (tensor_ref){i, -1});
+        break;
+      case TPU_ARG_TENSOR_LIST:
+        put_i64(k, a->u.tensors.count);
+        for (int j = 0; j < a->u.tensors.count; j++) {
+          const tpu_tensor* t = &a->u.tensors.items[j];
+          put_i64(k, t->buffer != NULL);
+          if (!t->buffer) continue;
+          TPU_RETURN_IF_ERROR(view_check(t, call->name));
+          put_tensor(k, call, t, (tensor_ref){i, j});
+        }
+        break;
+      case TPU_ARG_SCALAR:
+        put_i64(k, a->u.scalar.type);
+        if (entry->scalars_in_key) {
+          put(k, &a->u.scalar.f, sizeof a->u.scalar.f);
+          put_i64(k, a->u.scalar.i);
+        }
+        break;
+      case TPU_ARG_INT: put_i64(k, a->u.i); break;
+      case TPU_ARG_FLOAT: put(k, &a->u.f, sizeof a->u.f); break;
+      case TPU_ARG_BOOL: put_i64(k, a->u.b); break;
+      case TPU_ARG_INT_LIST:
+        put_i64(k, a->u.ints.count);
+        put(k, a->u.ints.items, (size_t)a->u.ints.count * sizeof(int64_t));
+        break;
+      case TPU_ARG_DTYPE: put_i64(k, a->u.dtype); break;
+      case TPU_ARG_STRING: put_str(k, a->u.string); break;
+      case TPU_ARG_NONE:
+      case TPU_ARG_RNG: break;
+    }
+  }
+  if (k->overflow)
+    return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s: too many arguments for one op signature", call->name);
+  return NULL;
+}
+
+static tpu_status output_key(const tpu_op_call* call, key_buf* k) {
+  k->len = 0;
+  k->overflow = false;
+  for (int j = 0; j < call->output_count; j++) {
+    TPU_RETURN_IF_ERROR(view_check(&call->outputs[j], call->name));
+    put_tensor(k, call, &call->outputs[j], (tensor_ref){-1, j});
+  }
+  return k->overflow ? TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s: too many outputs", call->name) : NULL;
+}
+
+static const tpu_op_entry* find_entry(const char* name) {
+  char base[64];
+  op_base_name(name, base, sizeof base);
+  return tpu_op_find(base);
+}
+
+bool tpu_op_supported(const char* name, const char* overload) { return find_entry(name) != NULL; }
+
+static tpu_status unsupported(const tpu_op_call* call) {
+  return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s%s%s has no tpu lowering", call->name,
+                   call->overload && call->overload[0] ? "." : "", call->overload ? call->overload : "");
+}
+
+/* Thread-local scratch: keys are built outside the plan allocation. */
+static _Thread_local key_buf scratch;
+
+tpu_status tpu_op_lookup(const tpu_op_call* call, tpu_op_plan** out_plan) {
+  *out_plan = NULL;
+  const tpu_op_entry* entry = find_entry(call->name);
+  if (!entry) return unsupported(call);
+  runtime_lock();
+  tpu_status status = input_key(call, entry, &scratch);
+  if (!status) {
+    uint64_t h = cache_hash(scratch.data, scratch.len, CACHE_HASH_SEED);
+    for (tpu_op_plan* p = plan_buckets[h % PLAN_BUCKETS]; p; p = p->next) {
+      if (p->hash == h && p->key_size == scratch.len && memcmp(p->key, scratch.data, scratch.len) == 0) {
+        *out_plan = p;
+        break;
+      }
+    }
+  }
+  runtime_unlock();
+  return status;
+}
+
+tpu_status tpu_op_plan_create(const tpu_op_call* call, const tpu_dtype* out_dtypes,
+                              const int* out_ranks, const int64_t* const* out_sizes,
+                              tpu_op_plan** out_plan) {
+  *out_plan = NULL;
+  const tpu_op_entry* entry = find_entry(call->name);
+  if (!entry) return unsupported(call);
+  if (call->output_count > MAX_OUTPUTS)
+    return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s has %d outputs; at most %d are supported",
+                     call->name, call->output_count, MAX_OUTPUTS);
+  runtime_lock();
+  tpu_status status = input_key(call, entry, &scratch);
+  tpu_op_plan* plan = status ? NULL : calloc(1, sizeof *plan);
+  unsigned char* key = status ? NULL : malloc(scratch.len ? scratch.len : 1);
+  if (!status && (!plan || !key))
+    status = TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory planning aten::%s", call->name);
+  if (!status) {
+    memcpy(key, scratch.data, scratch.len);
+    plan->key = key;
+    plan->key_size = scratch.len;
+    plan->hash = cache_hash(key, scratch.len, CACHE_HASH_SEED);
+    plan->entry = entry;
+    plan->output_count = call->output_count;
+    for (int j = 0; j < call->output_count; j++) {
+      if (out_ranks[j] < 0 || out_ranks[j] > TPU_MAX_RANK) {
+        status = TPU_ERROR(TPU_INVALID_ARGUMENT, "aten::%s: output rank %d is over the limit of %d",
+                           call->name, out_ranks[j], TPU_MAX_RANK);
+        break;
+      }
+      plan->out_dtypes[j] = out_dtypes[j];
+      plan->out_ranks[j] = out_ranks[j];
+      memcpy(plan->out_sizes[j], out_sizes[j], (size_t)out_ranks[j] * sizeof(int64_t));
+    }
+  }
+  if (!status) {
+    tpu_op_plan** bucket = &plan_buckets[plan->hash % PLAN_BUCKETS];
+    plan->next = *bucket;
+    *bucket = plan;
+    *out_plan = plan;
+  } else {
+    free(plan);
+    free(key);
+  }
+  runtime_unlock();
+  return status;
+}
+
+int tpu_op_plan_output_count(const tpu_op_plan* plan) { return plan->output_count; }
+
+void tpu_op_plan_output(const tpu_op_plan* plan, int index, tpu_dtype* out_dtype, int* out_rank,
+                        const int64_t** out_sizes) {
+  *out_dtype = plan->out_dtypes[index];
+  *out_rank = plan->out_ranks[index];
+  *out_sizes = plan->out_sizes[index];
+}
+
+static tpu_status make_variant(tpu_op_plan* plan, const tpu_op_call* call, uint64_t hash,
+                               op_variant** out_variant) {
+  op_variant* v = calloc(1, sizeof *v);
+  if (!v) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory planning aten::%s", call->name);
+  v->key = malloc(scratch.len ? scratch.len : 1);
+  char* text = NULL;
+  size_t size = 0;
+  tpu_status status = v->key ? NULL : TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory");
+  if (!status) {
+    memcpy(v->key, scratch.data, scratch.len);
+    v->key_size = scratch.len;
+    v->hash = hash;
+    status = lower_call(plan, call, v, &text, &size);
+  }
+  bool compiled = false;
+  if (!status) status = program_cache_get(runtime_pjrt(), text, size, &v->executable, &compiled);
+  free(text);
+  if (status) {
+    free(v->params);
+    free(v->key);
+    free(v);
+    return status;
+  }
+  if (!compiled) tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
+  v->next = plan->variants;
+  plan->variants = v;
+  *out_variant = v;
+  return NULL;
+}
+
+static tpu_status param_buffer(const tpu_op_call* call, const param_source* p,
+                               struct PJRT_Buffer** out_buffer, struct PJRT_Buffer** out_owned) {
+  *out_owned = NULL;
+  const tpu_tensor* t = p->kind == PARAM_STORAGE || p->kind == PARAM_OFFSET ? ref_tensor(call, p->ref) : NULL;
+  switch (p->kind) {
+    case PARAM_STORAGE:
+      TPU_RETURN_IF_ERROR(buffer_materialize(t->buffer, p->dtype));
+      *out_buffer = t->buffer->pjrt;
+      return NULL;
+    case PARAM_OFFSET:
+      return runtime_scalar_buffer(call->device, TPU_I64, &t->offset, out_buffer);
+    case PARAM_SCALAR: {
+      const tpu_arg* a = &call->args[p->ref.arg];
+      if (a->u.scalar.type == TPU_F64) return runtime_scalar_buffer(call->device, TPU_F64, &a->u.scalar.f, out_buffer);
+      if (a->u.scalar.type == TPU_BOOL) {
+        unsigned char b = a->u.scalar.i != 0;
+        return runtime_scalar_buffer(call->device, TPU_BOOL, &b, out_buffer);
+      }
+      return runtime_scalar_buffer(call->device, TPU_I64, &a->u.scalar.i, out_buffer);
+    }
+    case PARAM_RNG: {
+      const tpu_arg* a = &call->args[p->ref.arg];
+      uint64_t state[2] = {a->u.rng.seed, a->u.rng.offset};
+      int64_t two = 2;
+      TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_from_host(runtime_pjrt(), call->device, TPU_U64, &two, 1,
+                                                    state, out_buffer));
+      *out_owned = *out_buffer;
+      return NULL;
+    }
+  }
+  return TPU_ERROR(TPU_INTERNAL, "unknown parameter kind %d", (int)p->kind);
+}
+
+static tpu_status run_variant(const op_variant* v, const tpu_op_call* call) {
+  struct PJRT_Buffer* stack_args[32];
+  struct PJRT_Buffer* stack_owned[32];
+  struct PJRT_Buffer** args = stack_args;
+  struct PJRT_Buffer** owned = stack_owned;
+  if (v->param_count > 32) {
+    args = calloc((size_t)v->param_count, sizeof *args);
+    owned = calloc((size_t)v->param_count, sizeof *owned);
+  }
+  tpu_status status = args && owned ? NULL : TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory");
+  int made = 0;
+  for (; !status && made < v->param_count; made++)
+    status = param_buffer(call, &v->params[made], &args[made], &owned[made]);
+  struct PJRT_Buffer* results[MAX_OUTPUTS] = {0};
+  if (!status)
+    status = tpu_pjrt_execute(runtime_pjrt(), v->executable, call->device, args,
+                              (size_t)v->param_count, results, (size_t)v->result_count);
+  if (!status) {
+    tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
+    for (int m = 0; m < v->result_count; m++)
+      buffer_replace(call->outputs[v->result_outputs[m]].buffer, results[m], v->result_dtypes[m]);
+  }
+  for (int i = 0; i < made && owned; i++) tpu_pjrt_buffer_destroy(runtime_pjrt(), owned[i]);
+  if (args != stack_args) free(args);
+  if (owned != stack_owned) free(owned);
+  return status;
+}
+
+tpu_status tpu_op_execute(tpu_op_plan* plan, const tpu_op_call* call) {
+  if (call->output_count != plan->output_count)
+    return TPU_ERROR(TPU_INTERNAL, "aten::%s: %d outputs given, plan has %d", call->name,
+                     call->output_count, plan->output_count);
+  runtime_lock();
+  tpu_status status = output_key(call, &scratch);
+  op_variant* v = NULL;
+  if (!status) {
+    uint64_t h = cache_hash(scratch.data, scratch.len, CACHE_HASH_SEED);
+    for (v = plan->variants; v; v = v->next)
+      if (v->hash == h && v->key_size == scratch.len && memcmp(v->key, scratch.data, scratch.len) == 0) break;
+    if (v)
+      tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
+    else
+      status = make_variant(plan, call, h, &v);
+  }
+  if (!status) status = run_variant(v, call);
+  runtime_unlock();
+  if (status) status = tpu_status_annotate(status, "aten::%s: ", call->name);
+  return status;
+}

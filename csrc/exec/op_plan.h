@@ -1,0 +1,67 @@
+/* Inside exec/: plans (one per input signature), their compiled variants
+ * (one per output layout) and where each program parameter comes from. */
+#ifndef TPU_EXEC_OP_PLAN_H
+#define TPU_EXEC_OP_PLAN_H
+
+#include "exec/view.h"
+#include "ops/lowering.h"
+
+#define MAX_OUTPUTS 8
+
+/* Where a tensor comes from in a call: an argument, a list item, an output. */
+typedef struct tensor_ref {
+  int arg;  /* argument index, or -1 for an output */
+  int item; /* list item, output index, or -1 */
+} tensor_ref;
+
+typedef enum param_kind {
+  PARAM_STORAGE, /* the flat storage of ref's buffer */
+  PARAM_OFFSET,  /* ref's element offset, i64 */
+  PARAM_SCALAR,  /* argument `ref.arg`'s Python number */
+  PARAM_RNG,     /* argument `ref.arg`'s (seed, offset) as ui64[2] */
+} param_kind;
+
+typedef struct param_source {
+  param_kind kind;
+  tensor_ref ref;
+  tpu_dtype dtype; /* storage dtype to materialize as, or the scalar's dtype */
+} param_source;
+
+typedef struct op_variant {
+  uint64_t hash;
+  unsigned char* key; /* output layout signature */
+  size_t key_size;
+  struct PJRT_LoadedExecutable* executable; /* owned by the program cache */
+  param_source* params;
+  int param_count;
+  int result_outputs[MAX_OUTPUTS];    /* output whose storage takes result i */
+  tpu_dtype result_dtypes[MAX_OUTPUTS];
+  int result_count;
+  struct op_variant* next;
+} op_variant;
+
+struct tpu_op_plan {
+  uint64_t hash;
+  unsigned char* key; /* input signature */
+  size_t key_size;
+  const tpu_op_entry* entry;
+  int output_count;
+  tpu_dtype out_dtypes[MAX_OUTPUTS];
+  int out_ranks[MAX_OUTPUTS];
+  int64_t out_sizes[MAX_OUTPUTS][TPU_MAX_RANK];
+  op_variant* variants;
+  struct tpu_op_plan* next; /* hash chain */
+};
+
+/* The tensor a ref names in `call`; NULL if the ref is absent (None). */
+const tpu_tensor* ref_tensor(const tpu_op_call* call, tensor_ref ref);
+
+/* Lowers `call` with `plan`'s output types into MLIR text and fills the
+ * variant's parameter sources and results (exec/lowering.c). */
+tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_variant* variant,
+                      char** out_text, size_t* out_size);
+
+/* The op's base name: "add_" -> "add"; dunder names are kept. */
+void op_base_name(const char* name, char* out, size_t size);
+
+#endif

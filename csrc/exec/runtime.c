@@ -1,0 +1,144 @@
+/* The process-wide runtime: the plugin, the lock, counters, memory
+ * accounting and the cache of small scalar buffers. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "exec/runtime_impl.h"
+
+#define MAX_DEVICES 64
+#define SCALAR_SLOTS 256
+
+static pthread_mutex_t lock;
+static pthread_once_t lock_once = PTHREAD_ONCE_INIT;
+static tpu_pjrt* pjrt;
+static atomic_llong counters[TPU_COUNTER_COUNT];
+static atomic_llong allocated[MAX_DEVICES];
+static atomic_llong peak[MAX_DEVICES];
+
+/* Scalars repeat (alpha = 1, offsets, fill values): keep one device copy of
+ * each recent value instead of a transfer per op. Direct-mapped by hash. */
+static struct scalar_slot {
+  struct PJRT_Buffer* buffer;
+  int device;
+  tpu_dtype dtype;
+  unsigned char bits[8];
+} scalar_slots[SCALAR_SLOTS];
+
+static void make_lock(void) {
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+}
+
+void runtime_lock(void) {
+  pthread_once(&lock_once, make_lock);
+  pthread_mutex_lock(&lock);
+}
+
+void runtime_unlock(void) { pthread_mutex_unlock(&lock); }
+
+tpu_pjrt* runtime_pjrt(void) { return pjrt; }
+
+tpu_status tpu_runtime_init(const char* plugin_path, int cpu_device_count) {
+  runtime_lock();
+  tpu_status status = NULL;
+  if (!pjrt) {
+    tpu_pjrt_options options = {plugin_path, cpu_device_count};
+    status = tpu_pjrt_open(&options, &pjrt);
+  }
+  runtime_unlock();
+  return status;
+}
+
+bool tpu_runtime_ready(void) { return pjrt != NULL; }
+int tpu_device_count(void) { return pjrt ? tpu_pjrt_device_count(pjrt) : 0; }
+const char* tpu_runtime_plugin_path(void) { return pjrt ? tpu_pjrt_plugin_path(pjrt) : ""; }
+const char* tpu_runtime_platform(void) { return pjrt ? tpu_pjrt_platform_name(pjrt) : ""; }
+const char* tpu_runtime_platform_version(void) { return pjrt ? tpu_pjrt_platform_version(pjrt) : ""; }
+const char* tpu_runtime_xla_version(void) { return pjrt ? tpu_pjrt_xla_version(pjrt) : ""; }
+const char* tpu_runtime_device_kind(int device) { return pjrt ? tpu_pjrt_device_kind(pjrt, device) : ""; }
+
+void tpu_runtime_api_version(int* out_major, int* out_minor) {
+  *out_major = pjrt ? tpu_pjrt_api_major(pjrt) : 0;
+  *out_minor = pjrt ? tpu_pjrt_api_minor(pjrt) : 0;
+}
+
+/* ---- counters and memory ---- */
+
+static const char* const counter_names[TPU_COUNTER_COUNT] = {
+    [TPU_COUNTER_COMPILE] = "compile",
+    [TPU_COUNTER_CACHE_HIT] = "cache_hit",
+    [TPU_COUNTER_EXECUTE] = "execute",
+    [TPU_COUNTER_TRANSFER_TO_DEVICE] = "transfer_to_device",
+    [TPU_COUNTER_TRANSFER_TO_HOST] = "transfer_to_host",
+    [TPU_COUNTER_BYTES_TO_DEVICE] = "bytes_to_device",
+    [TPU_COUNTER_BYTES_TO_HOST] = "bytes_to_host",
+    [TPU_COUNTER_COMPILE_NANOS] = "compile_nanos",
+};
+
+const char* tpu_counter_name(tpu_counter c) {
+  return (unsigned)c < TPU_COUNTER_COUNT ? counter_names[c] : "unknown";
+}
+int64_t tpu_counter_get(tpu_counter c) {
+  return (unsigned)c < TPU_COUNTER_COUNT ? (int64_t)atomic_load(&counters[c]) : 0;
+}
+void tpu_counter_add(tpu_counter c, int64_t amount) {
+  if ((unsigned)c < TPU_COUNTER_COUNT) atomic_fetch_add(&counters[c], amount);
+}
+void tpu_counters_reset(void) {
+  for (int i = 0; i < TPU_COUNTER_COUNT; i++) atomic_store(&counters[i], 0);
+}
+
+static bool valid_device(int device) { return device >= 0 && device < MAX_DEVICES; }
+
+void memory_account(int device, int64_t delta) {
+  if (!valid_device(device)) return;
+  long long now = atomic_fetch_add(&allocated[device], delta) + delta;
+  long long seen = atomic_load(&peak[device]);
+  while (now > seen && !atomic_compare_exchange_weak(&peak[device], &seen, now)) {
+  }
+}
+
+int64_t tpu_memory_allocated(int device) { return valid_device(device) ? atomic_load(&allocated[device]) : 0; }
+int64_t tpu_memory_peak(int device) { return valid_device(device) ? atomic_load(&peak[device]) : 0; }
+void tpu_memory_reset_peak(int device) {
+  if (valid_device(device)) atomic_store(&peak[device], atomic_load(&allocated[device]));
+}
+
+/* ---- scalar buffers ---- */
+
+tpu_status runtime_scalar_buffer(int device, tpu_dtype dtype, const void* bits,
+                                 struct PJRT_Buffer** out_buffer) {
+  size_t size = tpu_dtype_size(dtype);
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)dtype ^ ((uint64_t)device << 8);
+  for (size_t i = 0; i < size; i++) h = (h ^ ((const unsigned char*)bits)[i]) * 1099511628211ull;
+  struct scalar_slot* slot = &scalar_slots[h % SCALAR_SLOTS];
+  if (slot->buffer && slot->device == device && slot->dtype == dtype &&
+      memcmp(slot->bits, bits, size) == 0) {
+    *out_buffer = slot->buffer;
+    return NULL;
+  }
+  struct PJRT_Buffer* made = NULL;
+  TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_from_host(pjrt, device, dtype, NULL, 0, bits, &made));
+  tpu_counter_add(TPU_COUNTER_TRANSFER_TO_DEVICE, 1);
+  tpu_counter_add(TPU_COUNTER_BYTES_TO_DEVICE, (int64_t)size);
+  /* The evicted buffer may still feed an enqueued program; PJRT keeps its
+   * memory alive until that program is done. */
+  tpu_pjrt_buffer_destroy(pjrt, slot->buffer);
+  slot->buffer = made;
+  slot->device = device;
+  slot->dtype = dtype;
+  memcpy(slot->bits, bits, size);
+  *out_buffer = made;
+  return NULL;
+}
+
+tpu_status tpu_device_synchronize(int device) {
+  runtime_lock();
+  tpu_status status = buffers_await_all(device);
+  runtime_unlock();
+  return status;
+}

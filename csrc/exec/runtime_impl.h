@@ -1,0 +1,46 @@
+/* Inside the runtime: the process-wide state that exec/ and cache/ share. */
+#ifndef TPU_EXEC_RUNTIME_IMPL_H
+#define TPU_EXEC_RUNTIME_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "pjrt/pjrt.h"
+#include "tpu/runtime.h"
+
+struct tpu_buffer {
+  atomic_int refcount;
+  int device;
+  size_t nbytes;
+  struct PJRT_Buffer* pjrt; /* NULL until first written; guarded by the runtime lock */
+  tpu_dtype dtype;          /* element type of pjrt (valid when pjrt != NULL) */
+  tpu_buffer* prev;         /* the live-buffer list, for synchronize; under the lock */
+  tpu_buffer* next;
+};
+
+/* The runtime lock guards every PJRT call and every buffer's pjrt field.
+ * Recursive, so a locked path may call another locked entry point. */
+void runtime_lock(void);
+void runtime_unlock(void);
+tpu_pjrt* runtime_pjrt(void); /* NULL before tpu_runtime_init */
+
+/* A cached 0-d device buffer holding `bits` as `dtype` (scalars, offsets);
+ * owned by the runtime. Call with the lock held. */
+tpu_status runtime_scalar_buffer(int device, tpu_dtype dtype, const void* bits,
+                                 struct PJRT_Buffer** out_buffer);
+
+/* The buffer's PJRT storage, made of zeros as `dtype` if never written.
+ * Call with the lock held. */
+tpu_status buffer_materialize(tpu_buffer* buffer, tpu_dtype dtype);
+/* Replaces the PJRT storage (taking ownership of `pjrt`). Lock held. */
+void buffer_replace(tpu_buffer* buffer, struct PJRT_Buffer* pjrt, tpu_dtype dtype);
+/* Storage element type for reads through a view of `view_dtype`. */
+tpu_dtype buffer_storage_dtype(const tpu_buffer* buffer, tpu_dtype view_dtype);
+
+void memory_account(int device, int64_t delta);
+
+/* Awaits every live buffer on `device`: all enqueued work that anything can
+ * still observe. Returns the first error. Lock held. */
+tpu_status buffers_await_all(int device);
+
+#endif

@@ -1,0 +1,33 @@
+/* Strided views of device storage: how a view is read into a program and
+ * how a program's result is written through a view into its storage. */
+#ifndef TPU_EXEC_VIEW_H
+#define TPU_EXEC_VIEW_H
+
+#include "hlo/builder.h"
+#include "tpu/runtime.h"
+
+typedef enum view_class {
+  VIEW_WHOLE = 0, /* dense, offset 0, covers the storage exactly: no slicing */
+  VIEW_SLICE,     /* dense run of elements at a runtime offset */
+  VIEW_STRIDED,   /* anything else; the strides are compiled in */
+} view_class;
+
+int64_t view_numel(const tpu_tensor* view);
+void view_contiguous_strides(int rank, const int64_t* sizes, int64_t* out_strides);
+/* Validates rank, sizes and that the view lies inside its storage. */
+tpu_status view_check(const tpu_tensor* view, const char* what);
+view_class view_class_of(const tpu_tensor* view);
+/* Elements of the view's storage, counted in its storage dtype. */
+int64_t view_storage_numel(const tpu_tensor* view);
+
+/* `storage` is the flat storage (tensor<N x storage dtype>), `offset` a 0-d
+ * i64 value (ignored for VIEW_WHOLE). Returns the view's logical value. */
+hlo_value view_read(hlo_builder* b, hlo_value storage, hlo_value offset, const tpu_tensor* view,
+                    view_class cls);
+/* Returns the new flat storage with `value` (view's shape and dtype) written
+ * through the view. `storage` may be HLO_INVALID for VIEW_WHOLE. */
+hlo_value view_write(hlo_builder* b, hlo_value storage, hlo_value offset, hlo_value value,
+                     const tpu_tensor* view, view_class cls, tpu_dtype storage_dtype,
+                     int64_t storage_numel);
+
+#endif

@@ -1,0 +1,136 @@
+/* Elementwise ops and constants. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hlo/builder_impl.h"
+
+static hlo_type scalar_type(tpu_dtype dtype) { return hlo_type_make(dtype, 0, NULL); }
+
+/* Floats print as hex bit patterns of f32/f64, which is exact and covers
+ * inf and nan; f16/bf16 constants are made in f32 and converted. */
+static hlo_value constant_text(hlo_builder* b, tpu_dtype dtype, const char* literal) {
+  char attrs[160];
+  char ty[64];
+  hlo_type t = scalar_type(dtype);
+  snprintf(attrs, sizeof attrs, "value = dense<%s> : %s", literal, hlo_type_print(&t, ty, sizeof ty));
+  return emit_op(b, "stablehlo.constant", NULL, 0, attrs, t);
+}
+
+hlo_value hlo_constant(hlo_builder* b, tpu_dtype dtype, double value) {
+  char literal[64];
+  if (dtype == TPU_F16 || dtype == TPU_BF16)
+    return hlo_convert(b, hlo_constant(b, TPU_F32, value), dtype);
+  if (dtype == TPU_F32) {
+    float f = (float)value;
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    snprintf(literal, sizeof literal, "0x%08" PRIX32, bits);
+  } else if (dtype == TPU_F64) {
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    snprintf(literal, sizeof literal, "0x%016" PRIX64, bits);
+  } else if (dtype == TPU_BOOL) {
+    snprintf(literal, sizeof literal, "%s", value != 0 ? "true" : "false");
+  } else {
+    if (isnan(value)) return hlo_fail(b, TPU_INVALID_ARGUMENT, "nan cannot be an integer constant");
+    return hlo_constant_i64(b, dtype, (int64_t)value);
+  }
+  return constant_text(b, dtype, literal);
+}
+
+hlo_value hlo_constant_i64(hlo_builder* b, tpu_dtype dtype, int64_t value) {
+  if (!tpu_dtype_is_integral(dtype)) return hlo_constant(b, dtype, (double)value);
+  char literal[32];
+  if (dtype == TPU_U64 || dtype == TPU_U32 || dtype == TPU_U8)
+    snprintf(literal, sizeof literal, "%" PRIu64, (uint64_t)value);
+  else
+    snprintf(literal, sizeof literal, "%" PRId64, value);
+  return constant_text(b, dtype, literal);
+}
+
+hlo_value hlo_constant_like(hlo_builder* b, hlo_value like, double value) {
+  if (!values_valid(b, &like, 1)) return HLO_INVALID;
+  const hlo_type* t = hlo_type_of(b, like);
+  hlo_value c = hlo_constant(b, t->dtype, value);
+  return hlo_broadcast_in_dim(b, c, t->rank, t->dims, NULL);
+}
+
+hlo_value hlo_iota(hlo_builder* b, hlo_type type, int dimension) {
+  if (dimension < 0 || dimension >= type.rank)
+    return hlo_fail(b, TPU_INTERNAL, "iota dimension %d out of range for rank %d", dimension, type.rank);
+  char attrs[64];
+  snprintf(attrs, sizeof attrs, "iota_dimension = %d : i64", dimension);
+  return emit_op(b, "stablehlo.iota", NULL, 0, attrs, type);
+}
+
+hlo_value hlo_unary(hlo_builder* b, const char* op, hlo_value x) {
+  if (!values_valid(b, &x, 1)) return HLO_INVALID;
+  char name[64];
+  snprintf(name, sizeof name, "stablehlo.%s", op);
+  hlo_type t = *hlo_type_of(b, x);
+  if (strcmp(op, "is_finite") == 0) t.dtype = TPU_BOOL;
+  return emit_op(b, name, &x, 1, NULL, t);
+}
+
+static bool same_types(hlo_builder* b, const char* op, hlo_value x, hlo_value y) {
+  if (!hlo_type_equal(hlo_type_of(b, x), hlo_type_of(b, y))) {
+    char tx[128], ty[128];
+    hlo_fail(b, TPU_INTERNAL, "%s got operands of different types %s and %s", op,
+             hlo_type_print(hlo_type_of(b, x), tx, sizeof tx),
+             hlo_type_print(hlo_type_of(b, y), ty, sizeof ty));
+    return false;
+  }
+  return true;
+}
+
+hlo_value hlo_binary(hlo_builder* b, const char* op, hlo_value x, hlo_value y) {
+  hlo_value operands[2] = {x, y};
+  if (!values_valid(b, operands, 2) || !same_types(b, op, x, y)) return HLO_INVALID;
+  char name[64];
+  snprintf(name, sizeof name, "stablehlo.%s", op);
+  return emit_op(b, name, operands, 2, NULL, *hlo_type_of(b, x));
+}
+
+hlo_value hlo_compare(hlo_builder* b, const char* direction, hlo_value x, hlo_value y) {
+  hlo_value operands[2] = {x, y};
+  if (!values_valid(b, operands, 2) || !same_types(b, "compare", x, y)) return HLO_INVALID;
+  hlo_type t = *hlo_type_of(b, x);
+  const char* kind = tpu_dtype_is_float(t.dtype)          ? "FLOAT"
+                     : tpu_dtype_is_signed_int(t.dtype)   ? "SIGNED"
+                                                          : "UNSIGNED";
+  char attrs[160];
+  snprintf(attrs, sizeof attrs,
+           "comparison_direction = #stablehlo<comparison_direction %s>, "
+           "compare_type = #stablehlo<comparison_type %s>",
+           direction, kind);
+  t.dtype = TPU_BOOL;
+  return emit_op(b, "stablehlo.compare", operands, 2, attrs, t);
+}
+
+hlo_value hlo_select(hlo_builder* b, hlo_value pred, hlo_value on_true, hlo_value on_false) {
+  hlo_value operands[3] = {pred, on_true, on_false};
+  if (!values_valid(b, operands, 3) || !same_types(b, "select", on_true, on_false)) return HLO_INVALID;
+  return emit_op(b, "stablehlo.select", operands, 3, NULL, *hlo_type_of(b, on_true));
+}
+
+hlo_value hlo_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype) {
+  if (!values_valid(b, &x, 1)) return HLO_INVALID;
+  hlo_type t = *hlo_type_of(b, x);
+  if (t.dtype == dtype) return x;
+  /* PyTorch turns a float into bool by "!= 0", which convert also does. */
+  t.dtype = dtype;
+  return emit_op(b, "stablehlo.convert", &x, 1, NULL, t);
+}
+
+hlo_value hlo_bitcast_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype) {
+  if (!values_valid(b, &x, 1)) return HLO_INVALID;
+  hlo_type t = *hlo_type_of(b, x);
+  if (t.dtype == dtype) return x;
+  if (tpu_dtype_size(t.dtype) != tpu_dtype_size(dtype))
+    return hlo_fail(b, TPU_INVALID_ARGUMENT, "cannot reinterpret %s as %s: sizes differ",
+                    tpu_dtype_name(t.dtype), tpu_dtype_name(dtype));
+  t.dtype = dtype;
+  return emit_op(b, "stablehlo.bitcast_convert", &x, 1, NULL, t);
+}

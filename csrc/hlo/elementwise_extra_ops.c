@@ -1,0 +1,196 @@
+/* Composite elementwise math with PyTorch's semantics (see the header). */
+#include "hlo/elementwise_extra_ops.h"
+
+#define LN2 0.69314718055994530942
+
+static hlo_value mul_c(hlo_builder* b, hlo_value x, double c) {
+  return hlo_binary(b, "multiply", x, hlo_constant_like(b, x, c));
+}
+
+static hlo_value add_c(hlo_builder* b, hlo_value x, double c) {
+  return hlo_binary(b, "add", x, hlo_constant_like(b, x, c));
+}
+
+static hlo_value cmp_c(hlo_builder* b, const char* direction, hlo_value x, double c) {
+  return hlo_compare(b, direction, x, hlo_constant_like(b, x, c));
+}
+
+static hlo_value both(hlo_builder* b, hlo_value p, hlo_value q) { return hlo_binary(b, "and", p, q); }
+
+/* r != 0 and its sign differs from y's: where C's truncating results need
+ * the Python (flooring) correction. */
+static hlo_value needs_floor_fix(hlo_builder* b, hlo_value r, hlo_value y) {
+  hlo_value differ = hlo_binary(b, "xor", cmp_c(b, "LT", r, 0), cmp_c(b, "LT", y, 0));
+  return both(b, cmp_c(b, "NE", r, 0), differ);
+}
+
+hlo_value hlo_sign(hlo_builder* b, hlo_value x) {
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  if (t == TPU_BOOL) return x;
+  /* (x > 0) - (x < 0), which is 0 for NaN as in PyTorch; stablehlo.sign
+   * would give NaN and rejects unsigned types. */
+  hlo_value pos = hlo_convert(b, cmp_c(b, "GT", x, 0), t);
+  hlo_value neg = hlo_convert(b, cmp_c(b, "LT", x, 0), t);
+  return hlo_binary(b, "subtract", pos, neg);
+}
+
+hlo_value hlo_python_remainder(hlo_builder* b, hlo_value x, hlo_value y) {
+  hlo_value r = hlo_binary(b, "remainder", x, y);
+  return hlo_select(b, needs_floor_fix(b, r, y), hlo_binary(b, "add", r, y), r);
+}
+
+hlo_value hlo_floor_divide(hlo_builder* b, hlo_value x, hlo_value y) {
+  if (!tpu_dtype_is_float(hlo_type_of(b, x)->dtype)) {
+    hlo_value q = hlo_binary(b, "divide", x, y);
+    hlo_value r = hlo_binary(b, "remainder", x, y);
+    return hlo_select(b, needs_floor_fix(b, r, y), add_c(b, q, -1), q);
+  }
+  /* PyTorch's (and NumPy's) float floor division: divide the exactly
+   * representable x - fmod(x, y), then round away floor's off-by-one. */
+  hlo_value mod = hlo_binary(b, "remainder", x, y);
+  hlo_value div = hlo_binary(b, "divide", hlo_binary(b, "subtract", x, mod), y);
+  div = hlo_select(b, needs_floor_fix(b, mod, y), add_c(b, div, -1), div);
+  hlo_value fl = hlo_unary(b, "floor", div);
+  fl = hlo_select(b, cmp_c(b, "GT", hlo_binary(b, "subtract", div, fl), 0.5), add_c(b, fl, 1), fl);
+  hlo_value quotient = hlo_binary(b, "divide", x, y);
+  hlo_value signed_zero = mul_c(b, hlo_unary(b, "sign", quotient), 0);
+  hlo_value result = hlo_select(b, cmp_c(b, "EQ", div, 0), signed_zero, fl);
+  return hlo_select(b, cmp_c(b, "EQ", y, 0), quotient, result);
+}
+
+hlo_value hlo_power(hlo_builder* b, hlo_value x, hlo_value y) {
+  hlo_value p = hlo_binary(b, "power", x, y);
+  if (!tpu_dtype_is_signed_int(hlo_type_of(b, x)->dtype)) return p;
+  /* x ** -n in integers: 1 for x == 1, +-1 for x == -1, else 0. */
+  hlo_value odd = cmp_c(b, "NE", hlo_binary(b, "and", y, hlo_constant_like(b, y, 1)), 0);
+  hlo_value unit = cmp_c(b, "EQ", hlo_unary(b, "abs", x), 1);
+  hlo_value one = hlo_constant_like(b, x, 1);
+  hlo_value negative = hlo_select(b, unit, hlo_select(b, odd, x, one), hlo_constant_like(b, x, 0));
+  return hlo_select(b, cmp_c(b, "LT", y, 0), negative, p);
+}
+
+hlo_value hlo_trunc(hlo_builder* b, hlo_value x) {
+  return hlo_select(b, cmp_c(b, "LT", x, 0), hlo_unary(b, "ceil", x), hlo_unary(b, "floor", x));
+}
+
+/* erf's Taylor series x * sum_n c_n x^2n, c_n = 2/sqrt(pi) (-1)^n / (n! (2n+1)):
+ * accurate where the terms do not cancel much (|x| below the threshold). */
+static hlo_value erf_series(hlo_builder* b, hlo_value x, int terms) {
+  double coef[64];
+  double factorial = 1;
+  for (int n = 0; n < terms; n++) {
+    if (n > 0) factorial *= n;
+    coef[n] = (n % 2 ? -1 : 1) * 1.12837916709551257390 / (factorial * (2 * n + 1));
+  }
+  hlo_value z = hlo_binary(b, "multiply", x, x);
+  hlo_value acc = hlo_constant_like(b, x, coef[terms - 1]);
+  for (int n = terms - 2; n >= 0; n--) acc = add_c(b, hlo_binary(b, "multiply", acc, z), coef[n]);
+  return hlo_binary(b, "multiply", x, acc);
+}
+
+/* erfc(z) for z >= 0 as t * exp(-z^2 + P(t)), t = 1 / (1 + z/2), with the
+ * Chebyshev fit of Numerical Recipes (relative error below 1.2e-7). */
+static hlo_value erfc_tail(hlo_builder* b, hlo_value z) {
+  static const double c[10] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+                               0.27886807,  -1.13520398, 1.48851587, -0.82215223, 0.17087277};
+  hlo_value t = hlo_binary(b, "divide", hlo_constant_like(b, z, 1), add_c(b, mul_c(b, z, 0.5), 1));
+  hlo_value poly = hlo_constant_like(b, z, c[9]);
+  for (int i = 8; i >= 0; i--) poly = add_c(b, hlo_binary(b, "multiply", poly, t), c[i]);
+  hlo_value arg = hlo_binary(b, "subtract", poly, hlo_binary(b, "multiply", z, z));
+  return hlo_binary(b, "multiply", t, hlo_unary(b, "exponential", arg));
+}
+
+/* Where the series hands over to the tail, and how many terms it needs
+ * there: f64 keeps the series longer, as the tail is only good to 1e-7. */
+typedef struct erf_split {
+  double threshold;
+  int terms;
+} erf_split;
+
+static erf_split erf_split_for(hlo_builder* b, hlo_value x) {
+  if (hlo_type_of(b, x)->dtype == TPU_F64) return (erf_split){3.0, 50};
+  return (erf_split){1.0, 12};
+}
+
+hlo_value hlo_erf(hlo_builder* b, hlo_value x) {
+  erf_split s = erf_split_for(b, x);
+  hlo_value z = hlo_unary(b, "abs", x);
+  hlo_value tail = add_c(b, mul_c(b, erfc_tail(b, z), -1), 1);
+  tail = hlo_binary(b, "multiply", hlo_unary(b, "sign", x), tail);
+  return hlo_select(b, cmp_c(b, "LT", z, s.threshold), erf_series(b, x, s.terms), tail);
+}
+
+hlo_value hlo_erfc(hlo_builder* b, hlo_value x) {
+  erf_split s = erf_split_for(b, x);
+  hlo_value z = hlo_unary(b, "abs", x);
+  hlo_value tail = erfc_tail(b, z);
+  tail = hlo_select(b, cmp_c(b, "LT", x, 0), add_c(b, mul_c(b, tail, -1), 2), tail);
+  hlo_value near = add_c(b, mul_c(b, erf_series(b, x, s.terms), -1), 1);
+  return hlo_select(b, cmp_c(b, "LT", z, s.threshold), near, tail);
+}
+
+/* sqrt(1 - x^2), exact near |x| = 1. */
+static hlo_value cofactor(hlo_builder* b, hlo_value x) {
+  hlo_value one = hlo_constant_like(b, x, 1);
+  hlo_value p = hlo_binary(b, "multiply", hlo_binary(b, "subtract", one, x), hlo_binary(b, "add", one, x));
+  return hlo_unary(b, "sqrt", p);
+}
+
+hlo_value hlo_asin(hlo_builder* b, hlo_value x) { return hlo_binary(b, "atan2", x, cofactor(b, x)); }
+hlo_value hlo_acos(hlo_builder* b, hlo_value x) { return hlo_binary(b, "atan2", cofactor(b, x), x); }
+hlo_value hlo_atan(hlo_builder* b, hlo_value x) {
+  return hlo_binary(b, "atan2", x, hlo_constant_like(b, x, 1));
+}
+
+/* (h/2) h +- (1/2h)/h with h = exp(|x|/2): e^|x|/2 +- e^-|x|/2 without
+ * overflowing before the result does. */
+static hlo_value half_exp_sum(hlo_builder* b, hlo_value y, const char* op) {
+  hlo_value h = hlo_unary(b, "exponential", mul_c(b, y, 0.5));
+  hlo_value up = hlo_binary(b, "multiply", mul_c(b, h, 0.5), h);
+  hlo_value down = hlo_binary(b, "divide", hlo_binary(b, "divide", hlo_constant_like(b, h, 0.5), h), h);
+  return hlo_binary(b, op, up, down);
+}
+
+hlo_value hlo_sinh(hlo_builder* b, hlo_value x) {
+  hlo_value y = hlo_unary(b, "abs", x);
+  /* Below 1, (e + e / (e + 1)) / 2 with e = expm1(y) avoids cancellation. */
+  hlo_value e = hlo_unary(b, "exponential_minus_one", y);
+  hlo_value small = mul_c(b, hlo_binary(b, "add", e, hlo_binary(b, "divide", e, add_c(b, e, 1))), 0.5);
+  hlo_value r = hlo_select(b, cmp_c(b, "LT", y, 1), small, half_exp_sum(b, y, "subtract"));
+  return hlo_binary(b, "multiply", hlo_unary(b, "sign", x), r);
+}
+
+hlo_value hlo_cosh(hlo_builder* b, hlo_value x) {
+  return half_exp_sum(b, hlo_unary(b, "abs", x), "add");
+}
+
+/* log(2y), the limit of asinh(y) and acosh(y) where 1/y^2 is negligible. */
+static hlo_value log_twice(hlo_builder* b, hlo_value y) {
+  return add_c(b, hlo_unary(b, "log", y), LN2);
+}
+
+#define HUGE_ARGUMENT 1e8
+
+hlo_value hlo_asinh(hlo_builder* b, hlo_value x) {
+  hlo_value y = hlo_unary(b, "abs", x);
+  /* log1p(y + y^2 / (1 + sqrt(y^2 + 1))) is asinh(y) accurate near 0. */
+  hlo_value y2 = hlo_binary(b, "multiply", y, y);
+  hlo_value root = add_c(b, hlo_unary(b, "sqrt", add_c(b, y2, 1)), 1);
+  hlo_value small = hlo_unary(b, "log_plus_one", hlo_binary(b, "add", y, hlo_binary(b, "divide", y2, root)));
+  hlo_value r = hlo_select(b, cmp_c(b, "GT", y, HUGE_ARGUMENT), log_twice(b, y), small);
+  return hlo_binary(b, "multiply", hlo_unary(b, "sign", x), r);
+}
+
+hlo_value hlo_acosh(hlo_builder* b, hlo_value x) {
+  /* log1p(t + sqrt(t (x + 1))) with t = x - 1; NaN below 1 via sqrt. */
+  hlo_value t = add_c(b, x, -1);
+  hlo_value root = hlo_unary(b, "sqrt", hlo_binary(b, "multiply", t, add_c(b, x, 1)));
+  hlo_value small = hlo_unary(b, "log_plus_one", hlo_binary(b, "add", t, root));
+  return hlo_select(b, cmp_c(b, "GT", x, HUGE_ARGUMENT), log_twice(b, x), small);
+}
+
+hlo_value hlo_atanh(hlo_builder* b, hlo_value x) {
+  /* log1p(2x / (1 - x)) / 2: exact 1 - x, and +-inf at +-1. */
+  hlo_value q = hlo_binary(b, "divide", mul_c(b, x, 2), add_c(b, mul_c(b, x, -1), 1));
+  return mul_c(b, hlo_unary(b, "log_plus_one", q), 0.5);
+}

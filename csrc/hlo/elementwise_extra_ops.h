@@ -1,0 +1,37 @@
+/* Elementwise math that StableHLO has no single op for, composed from its
+ * primitives with PyTorch's semantics. Binary ones take operands of equal
+ * types. "Float" ones want f32 or f64 (widen f16/bf16 first). */
+#ifndef TPU_HLO_ELEMENTWISE_EXTRA_OPS_H
+#define TPU_HLO_ELEMENTWISE_EXTRA_OPS_H
+
+#include "hlo/builder.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Any dtype. */
+hlo_value hlo_sign(hlo_builder* b, hlo_value x);                 /* NaN -> 0; bool unchanged */
+hlo_value hlo_floor_divide(hlo_builder* b, hlo_value x, hlo_value y); /* Python's // */
+hlo_value hlo_python_remainder(hlo_builder* b, hlo_value x, hlo_value y); /* sign of y */
+/* Integer or float; integers to negative powers give 0, 1 or -1 as in C. */
+hlo_value hlo_power(hlo_builder* b, hlo_value x, hlo_value y);
+
+/* Float. */
+hlo_value hlo_trunc(hlo_builder* b, hlo_value x);
+hlo_value hlo_erf(hlo_builder* b, hlo_value x);
+hlo_value hlo_erfc(hlo_builder* b, hlo_value x);
+hlo_value hlo_asin(hlo_builder* b, hlo_value x);
+hlo_value hlo_acos(hlo_builder* b, hlo_value x);
+hlo_value hlo_atan(hlo_builder* b, hlo_value x);
+hlo_value hlo_sinh(hlo_builder* b, hlo_value x);
+hlo_value hlo_cosh(hlo_builder* b, hlo_value x);
+hlo_value hlo_asinh(hlo_builder* b, hlo_value x);
+hlo_value hlo_acosh(hlo_builder* b, hlo_value x);
+hlo_value hlo_atanh(hlo_builder* b, hlo_value x);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,22 @@
+/* Each op family file exports one table of its lowerings; registry.c joins
+ * them. Adding an op touches only its family's file. */
+#ifndef TPU_OPS_FAMILIES_H
+#define TPU_OPS_FAMILIES_H
+
+#include "ops/lowering.h"
+
+typedef struct tpu_op_family {
+  const tpu_op_entry* entries;
+  int count;
+} tpu_op_family;
+
+extern const tpu_op_family tpu_ops_elementwise; /* ops/elementwise.c */
+extern const tpu_op_family tpu_ops_reduce;      /* ops/reduce.c */
+extern const tpu_op_family tpu_ops_linalg;      /* ops/linalg.c */
+extern const tpu_op_family tpu_ops_indexing;    /* ops/indexing.c */
+extern const tpu_op_family tpu_ops_creation;    /* ops/creation.c */
+
+#define TPU_OP_FAMILY(name, table) \
+  const tpu_op_family name = {table, (int)(sizeof table / sizeof table[0])}
+
+#endif

@@ -1,0 +1,504 @@
+/* Indexing and shape lowerings: cat, index_select, gather, the scatter
+ * family, masked_fill, flip, roll, tril/triu, constant_pad_nd, narrow_copy,
+ * and advanced indexing (index.Tensor, index_put_). */
+#include <string.h>
+
+#include "ops/families.h"
+
+#define MAX_CAT 1024
+
+static int wrap_dim(int64_t dim, int rank) {
+  int n = rank > 0 ? rank : 1; /* a 0-d tensor accepts dim 0 and -1 */
+  return (int)(dim < 0 ? dim + n : dim);
+}
+
+static hlo_value at_least_1d(hlo_builder* b, hlo_value x) {
+  int64_t one = 1;
+  return hlo_type_of(b, x)->rank > 0 ? x : hlo_reshape(b, x, 1, &one);
+}
+
+static bool is_mask_dtype(tpu_dtype t) { return t == TPU_BOOL || t == TPU_U8; }
+
+/* The output filled with zeros: the result of an op with nothing to read. */
+static void set_empty_output(tpu_lowering* l) {
+  tpu_lower_set_output(l, 0, hlo_constant(tpu_lower_builder(l), tpu_lower_output_type(l, 0).dtype, 0));
+}
+
+/* The smallest (is_max false: largest) value of dtype: the identity of
+ * maximum (minimum). */
+static hlo_value lowest_value(hlo_builder* b, tpu_dtype t, bool is_max) {
+  if (tpu_dtype_is_float(t)) return hlo_constant(b, t, is_max ? -__builtin_inf() : __builtin_inf());
+  if (t == TPU_BOOL) return hlo_constant(b, t, is_max ? 0 : 1);
+  int bits = (int)tpu_dtype_size(t) * 8;
+  if (!tpu_dtype_is_signed_int(t)) return hlo_constant_i64(b, t, is_max ? 0 : (int64_t)-1);
+  int64_t top = bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
+  return hlo_constant_i64(b, t, is_max ? -top - 1 : top);
+}
+
+/* cat(tensors, dim): converted to the output's (promoted) dtype. Legacy
+ * empty 1-d tensors of any rank are skipped, as in PyTorch. */
+static tpu_status lower_cat(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type out = tpu_lower_output_type(l, 0);
+  int dim = wrap_dim(tpu_lower_int(l, 1, 0), out.rank);
+  int n = tpu_lower_tensor_list_count(l, 0);
+  if (n > MAX_CAT) {
+    tpu_lower_fail(l, TPU_UNIMPLEMENTED, "aten::cat: %d tensors; at most %d are supported", n, MAX_CAT);
+    return NULL;
+  }
+  hlo_value all[MAX_CAT], items[MAX_CAT];
+  tpu_lower_tensor_list(l, 0, all, n);
+  int kept = 0;
+  for (int i = 0; i < n; i++) {
+    hlo_type t = tpu_lower_tensor_list_type(l, 0, i);
+    if (hlo_type_numel(&t) == 0) continue;
+    items[kept++] = hlo_convert(b, all[i], out.dtype);
+  }
+  if (kept == 0)
+    set_empty_output(l);
+  else
+    tpu_lower_set_output(l, 0, hlo_concatenate(b, items, kept, dim));
+  return NULL;
+}
+
+/* index_select(self, dim, index): whole slices of self along dim. */
+static tpu_status lower_index_select(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = at_least_1d(b, tpu_lower_tensor(l, 0));
+  hlo_type xt = *hlo_type_of(b, x);
+  int dim = wrap_dim(tpu_lower_int(l, 1, 0), xt.rank);
+  hlo_type it = tpu_lower_arg_type(l, 2);
+  int64_t n = hlo_type_numel(&it);
+  hlo_type out = xt;
+  out.dims[dim] = n;
+  if (hlo_type_numel(&out) == 0) {
+    set_empty_output(l);
+    return NULL;
+  }
+  hlo_value index = hlo_reshape(b, hlo_convert(b, tpu_lower_tensor(l, 2), TPU_I64), 1, &n);
+  int64_t offset[TPU_MAX_RANK], sizes[TPU_MAX_RANK], d64 = dim;
+  int w = 0;
+  for (int d = 0; d < xt.rank; d++) {
+    sizes[d] = d == dim ? 1 : xt.dims[d];
+    if (d != dim) offset[w++] = d;
+  }
+  hlo_gather_dims g = {offset, w, &d64, 1, &d64, 1, 1, sizes};
+  tpu_lower_set_output(l, 0, hlo_gather(b, x, index, &g, out));
+  return NULL;
+}
+
+/* Coordinates (index's shape + [rank]) of the elements that torch.gather and
+ * torch.scatter address: each dim's position, but `index` along `dim`. */
+static hlo_value element_coords(hlo_builder* b, hlo_value index, int dim) {
+  hlo_type t = *hlo_type_of(b, index);
+  hlo_type one = t;
+  one.dims[one.rank++] = 1;
+  one.dtype = TPU_I64;
+  hlo_value parts[TPU_MAX_RANK];
+  for (int d = 0; d < t.rank; d++)
+    parts[d] = d == dim ? hlo_reshape(b, hlo_convert(b, index, TPU_I64), one.rank, one.dims)
+                        : hlo_iota(b, one, d);
+  return hlo_concatenate(b, parts, t.rank, t.rank);
+}
+
+/* gather(self, dim, index): out[i][j] = self[index[i][j]][j] for dim 0. */
+static tpu_status lower_gather(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type it = tpu_lower_arg_type(l, 2);
+  if (hlo_type_numel(&it) == 0) {
+    set_empty_output(l);
+    return NULL;
+  }
+  hlo_value x = at_least_1d(b, tpu_lower_tensor(l, 0));
+  hlo_value index = at_least_1d(b, tpu_lower_tensor(l, 2));
+  int rank = hlo_type_of(b, x)->rank;
+  int dim = wrap_dim(tpu_lower_int(l, 1, 0), rank);
+  int64_t all[TPU_MAX_RANK], ones[TPU_MAX_RANK];
+  for (int d = 0; d < rank; d++) all[d] = d, ones[d] = 1;
+  hlo_gather_dims g = {NULL, 0, all, rank, all, rank, rank, ones};
+  hlo_type out = *hlo_type_of(b, index);
+  out.dtype = hlo_type_of(b, x)->dtype;
+  tpu_lower_set_output(l, 0, hlo_gather(b, x, element_coords(b, index, dim), &g, out));
+  return NULL;
+}
+
+/* Scatters `updates` (index's shape) into x at element_coords; combiner
+ * NULL overwrites. */
+static hlo_value scatter_elements(hlo_builder* b, hlo_value x, hlo_value index, int dim,
+                                  hlo_value updates, const char* combiner) {
+  int rank = hlo_type_of(b, x)->rank;
+  int64_t all[TPU_MAX_RANK];
+  for (int d = 0; d < rank; d++) all[d] = d;
+  hlo_scatter_dims s = {NULL, 0, all, rank, all, rank, rank};
+  return hlo_scatter(b, x, element_coords(b, index, dim), updates, &s, combiner);
+}
+
+/* The StableHLO combiner of a scatter reduce name; "" for mean, NULL if unknown. */
+static const char* reduce_combiner(const char* reduce) {
+  static const char* const names[][2] = {
+      {"add", "add"},      {"sum", "add"},     {"multiply", "multiply"}, {"prod", "multiply"},
+      {"amax", "maximum"}, {"amin", "minimum"}, {"mean", ""},
+  };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(reduce, names[i][0]) == 0) return names[i][1];
+  return NULL;
+}
+
+/* Floor division of integers by positive counts (torch's mean for ints). */
+static hlo_value floor_divide_by_count(hlo_builder* b, hlo_value sum, hlo_value count) {
+  hlo_value q = hlo_binary(b, "divide", sum, count);
+  hlo_value negative_rest =
+      hlo_compare(b, "LT", hlo_binary(b, "remainder", sum, count), hlo_constant_like(b, sum, 0));
+  return hlo_select(b, negative_rest, hlo_binary(b, "subtract", q, hlo_constant_like(b, q, 1)), q);
+}
+
+/* scatter(self, dim, index, src|value[, reduce]), scatter_add(self, dim,
+ * index, src), scatter_reduce(self, dim, index, src, reduce, include_self). */
+static tpu_status lower_scatter(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  const char* op = tpu_lower_op_name(l);
+  hlo_value x = at_least_1d(b, tpu_lower_tensor(l, 0));
+  hlo_type xt = *hlo_type_of(b, x);
+  hlo_type it = tpu_lower_arg_type(l, 2);
+  if (hlo_type_numel(&it) == 0) {
+    tpu_lower_set_output(l, 0, x);
+    return NULL;
+  }
+  int dim = wrap_dim(tpu_lower_int(l, 1, 0), xt.rank);
+  hlo_value index = at_least_1d(b, tpu_lower_tensor(l, 2));
+  hlo_type ut = *hlo_type_of(b, index);
+  ut.dtype = xt.dtype;
+  hlo_value updates;
+  if (tpu_lower_arg_kind(l, 3) == TPU_ARG_TENSOR && tpu_lower_arg_type(l, 3).rank > 0) {
+    /* src may be larger than index: only its leading corner is used. */
+    int64_t start[TPU_MAX_RANK] = {0}, strides[TPU_MAX_RANK];
+    for (int d = 0; d < ut.rank; d++) strides[d] = 1;
+    updates = hlo_slice(b, hlo_convert(b, tpu_lower_tensor(l, 3), xt.dtype), start, ut.dims, strides);
+  } else {
+    updates = tpu_lower_value_as(l, 3, &ut);
+  }
+  const char* reduce = strcmp(op, "scatter_add") == 0 ? "add" : tpu_lower_string(l, 4, NULL);
+  const char* combiner = reduce ? reduce_combiner(reduce) : NULL;
+  if (reduce && !combiner) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: unknown reduce \"%s\"", op, reduce);
+    return NULL;
+  }
+  bool include_self = strcmp(op, "scatter_reduce") != 0 || tpu_lower_bool(l, 5, true);
+  bool mean = combiner && combiner[0] == '\0';
+  /* Without self, scattered positions start from the reduction's identity. */
+  hlo_value start = x;
+  if (!include_self) {
+    hlo_value identity = strcmp(reduce, "amax") == 0   ? lowest_value(b, xt.dtype, true)
+                         : strcmp(reduce, "amin") == 0 ? lowest_value(b, xt.dtype, false)
+                                                        : hlo_constant(b, xt.dtype, strcmp(reduce, "prod") == 0);
+    start = scatter_elements(b, x, index, dim, hlo_broadcast_in_dim(b, identity, ut.rank, ut.dims, NULL), NULL);
+  }
+  hlo_value result = scatter_elements(b, start, index, dim, updates, mean ? "add" : combiner);
+  if (mean) {
+    hlo_value counts = scatter_elements(b, hlo_constant_like(b, x, include_self), index, dim,
+                                        hlo_constant_like(b, updates, 1), "add");
+    hlo_value unset = hlo_compare(b, "EQ", counts, hlo_constant_like(b, counts, 0));
+    counts = hlo_select(b, unset, hlo_constant_like(b, counts, 1), counts);
+    result = tpu_dtype_is_float(xt.dtype) ? hlo_binary(b, "divide", result, counts)
+                                          : floor_divide_by_count(b, result, counts);
+  }
+  tpu_lower_set_output(l, 0, result);
+  return NULL;
+}
+
+/* masked_fill(self, mask, value): value where mask (broadcast to self). */
+static tpu_status lower_masked_fill(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  hlo_type t = *hlo_type_of(b, x);
+  hlo_value mask = hlo_convert(b, tpu_lower_tensor(l, 1), TPU_BOOL);
+  mask = hlo_broadcast_to(b, mask, t.rank, t.dims);
+  tpu_lower_set_output(l, 0, hlo_select(b, mask, tpu_lower_value_as(l, 2, &t), x));
+  return NULL;
+}
+
+static tpu_status lower_flip(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  int rank = hlo_type_of(b, x)->rank;
+  const int64_t* dims;
+  int n = tpu_lower_int_list(l, 1, &dims);
+  int64_t wrapped[TPU_MAX_RANK];
+  int kept = 0;
+  for (int i = 0; i < n && kept < TPU_MAX_RANK; i++)
+    if (rank > 0) wrapped[kept++] = wrap_dim(dims[i], rank);
+  tpu_lower_set_output(l, 0, hlo_reverse(b, x, wrapped, kept));
+  return NULL;
+}
+
+/* x rolled by `shift` along dim: the last `shift` entries move to the front. */
+static hlo_value roll_one(hlo_builder* b, hlo_value x, int64_t shift, int dim) {
+  hlo_type t = *hlo_type_of(b, x);
+  int64_t n = t.dims[dim];
+  if (n == 0) return x;
+  int64_t s = ((shift % n) + n) % n;
+  if (s == 0) return x;
+  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK], strides[TPU_MAX_RANK];
+  for (int d = 0; d < t.rank; d++) limit[d] = t.dims[d], strides[d] = 1;
+  start[dim] = n - s;
+  hlo_value tail = hlo_slice(b, x, start, limit, strides);
+  start[dim] = 0;
+  limit[dim] = n - s;
+  hlo_value parts[2] = {tail, hlo_slice(b, x, start, limit, strides)};
+  return hlo_concatenate(b, parts, 2, dim);
+}
+
+/* roll(self, shifts, dims): without dims, rolls the flattened tensor. */
+static tpu_status lower_roll(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  hlo_type t = *hlo_type_of(b, x);
+  const int64_t *shifts, *dims;
+  int ns = tpu_lower_int_list(l, 1, &shifts);
+  int nd = tpu_lower_int_list(l, 2, &dims);
+  if (nd == 0) {
+    int64_t numel = hlo_type_numel(&t);
+    hlo_value flat = hlo_reshape(b, x, 1, &numel);
+    tpu_lower_set_output(l, 0, ns ? roll_one(b, flat, shifts[0], 0) : flat);
+    return NULL;
+  }
+  if (ns != nd) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::roll: %d shifts for %d dims", ns, nd);
+    return NULL;
+  }
+  x = at_least_1d(b, x);
+  for (int i = 0; i < nd; i++) x = roll_one(b, x, shifts[i], wrap_dim(dims[i], t.rank));
+  tpu_lower_set_output(l, 0, x);
+  return NULL;
+}
+
+/* tril / triu(self, diagonal): keep entries on the kept side of the
+ * diagonal of the last two dims, zero the rest. */
+static tpu_status lower_triangle(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  hlo_type t = *hlo_type_of(b, x);
+  if (t.rank < 2) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: needs at least 2 dims, got %d",
+                   tpu_lower_op_name(l), t.rank);
+    return NULL;
+  }
+  hlo_type it = t;
+  it.dtype = TPU_I64;
+  hlo_value above = hlo_binary(b, "subtract", hlo_iota(b, it, t.rank - 1), hlo_iota(b, it, t.rank - 2));
+  hlo_value diagonal = hlo_constant_like(b, above, (double)tpu_lower_int(l, 1, 0));
+  bool lower = strcmp(tpu_lower_op_name(l), "tril") == 0;
+  hlo_value keep = hlo_compare(b, lower ? "LE" : "GE", above, diagonal);
+  tpu_lower_set_output(l, 0, hlo_select(b, keep, x, hlo_constant_like(b, x, 0)));
+  return NULL;
+}
+
+/* constant_pad_nd(self, pad, value): pad pairs start at the last dim;
+ * negative pads crop. */
+static tpu_status lower_constant_pad_nd(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  hlo_type t = *hlo_type_of(b, x);
+  const int64_t* pad;
+  int n = tpu_lower_int_list(l, 1, &pad);
+  if (n % 2 != 0 || n / 2 > t.rank) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::constant_pad_nd: %d pads for rank %d", n, t.rank);
+    return NULL;
+  }
+  int64_t low[TPU_MAX_RANK] = {0}, high[TPU_MAX_RANK] = {0}, interior[TPU_MAX_RANK] = {0};
+  for (int i = 0; i < n / 2; i++) {
+    low[t.rank - 1 - i] = pad[2 * i];
+    high[t.rank - 1 - i] = pad[2 * i + 1];
+  }
+  hlo_value value = tpu_lower_is_none(l, 2) ? hlo_constant(b, t.dtype, 0) : tpu_lower_value(l, 2, t.dtype);
+  tpu_lower_set_output(l, 0, hlo_pad(b, x, value, low, high, interior));
+  return NULL;
+}
+
+/* narrow_copy(self, dim, start, length). */
+static tpu_status lower_narrow_copy(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  hlo_type t = *hlo_type_of(b, x);
+  int dim = wrap_dim(tpu_lower_int(l, 1, 0), t.rank);
+  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK], strides[TPU_MAX_RANK];
+  for (int d = 0; d < t.rank; d++) limit[d] = t.dims[d], strides[d] = 1;
+  int64_t first = tpu_lower_int(l, 2, 0);
+  start[dim] = first < 0 ? first + t.dims[dim] : first;
+  limit[dim] = start[dim] + tpu_lower_int(l, 3, 0);
+  tpu_lower_set_output(l, 0, hlo_slice(b, x, start, limit, strides));
+  return NULL;
+}
+
+/* Advanced indexing: x[i0, :, i2] with integer index tensors, as the
+ * dimension numbers shared by gather (read) and scatter (write). */
+typedef struct adv_index {
+  hlo_value coords;               /* broadcast index shape + [m], i64 */
+  int64_t indexed[TPU_MAX_RANK];  /* x's m indexed dims, ascending */
+  int m;
+  int64_t window[TPU_MAX_RANK];   /* result positions of x's other dims */
+  int w;
+  int64_t slice_sizes[TPU_MAX_RANK];
+  hlo_type result;                /* the shape x[indices] has */
+} adv_index;
+
+/* Fills `a` from the index list at argument `arg`; false (with the error
+ * recorded) when it cannot. */
+static bool adv_index_make(tpu_lowering* l, int arg, hlo_value x, adv_index* a) {
+  hlo_builder* b = tpu_lower_builder(l);
+  const char* op = tpu_lower_op_name(l);
+  hlo_type xt = *hlo_type_of(b, x);
+  int n = tpu_lower_tensor_list_count(l, arg);
+  if (n > xt.rank) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: %d indices for a tensor of rank %d", op, n, xt.rank);
+    return false;
+  }
+  hlo_value items[TPU_MAX_RANK];
+  tpu_lower_tensor_list(l, arg, items, n);
+  hlo_type batch = {TPU_I64, 0, {0}};
+  a->m = 0;
+  for (int d = 0; d < n; d++) {
+    if (items[d] == HLO_INVALID) continue;
+    hlo_type t = tpu_lower_tensor_list_type(l, arg, d);
+    if (is_mask_dtype(t.dtype)) {
+      tpu_lower_fail(l, TPU_UNIMPLEMENTED,
+                     "aten::%s: boolean mask indices give a data-dependent shape, which tpu "
+                     "programs cannot have; use torch.where or masked_fill, or index on the CPU",
+                     op);
+      return false;
+    }
+    /* Broadcast shapes, NumPy style. */
+    int rank = t.rank > batch.rank ? t.rank : batch.rank;
+    hlo_type next = {TPU_I64, rank, {0}};
+    for (int k = 0; k < rank; k++) {
+      int kb = k - (rank - batch.rank), kt = k - (rank - t.rank);
+      int64_t db = kb >= 0 ? batch.dims[kb] : 1, dt = kt >= 0 ? t.dims[kt] : 1;
+      next.dims[k] = db == 1 ? dt : db;
+    }
+    batch = next;
+    a->indexed[a->m++] = d;
+  }
+  hlo_type one = batch;
+  one.dims[one.rank++] = 1;
+  hlo_value parts[TPU_MAX_RANK];
+  for (int i = 0; i < a->m; i++) {
+    int d = (int)a->indexed[i];
+    hlo_value index = hlo_convert(b, items[d], TPU_I64);
+    /* Negative indices count from the end. */
+    hlo_value negative = hlo_compare(b, "LT", index, hlo_constant_like(b, index, 0));
+    index = hlo_select(b, negative, hlo_binary(b, "add", index, hlo_constant_like(b, index, (double)xt.dims[d])),
+                       index);
+    index = hlo_broadcast_to(b, index, batch.rank, batch.dims);
+    parts[i] = hlo_reshape(b, index, one.rank, one.dims);
+  }
+  a->coords = a->m ? hlo_concatenate(b, parts, a->m, batch.rank) : HLO_INVALID;
+  /* Adjacent indexed dims keep their place in the result; separated ones
+   * move to the front, as in NumPy. */
+  bool adjacent = a->m > 0 && a->indexed[a->m - 1] - a->indexed[0] == a->m - 1;
+  int at = adjacent ? (int)a->indexed[0] : 0;
+  a->result = (hlo_type){xt.dtype, 0, {0}};
+  a->w = 0;
+  int next = 0;
+  for (int d = 0; d <= xt.rank; d++) {
+    if (d == at)
+      for (int k = 0; k < batch.rank; k++) a->result.dims[next++] = batch.dims[k];
+    if (d == xt.rank) break;
+    bool is_indexed = false;
+    for (int i = 0; i < a->m; i++) is_indexed = is_indexed || a->indexed[i] == d;
+    a->slice_sizes[d] = is_indexed ? 1 : xt.dims[d];
+    if (is_indexed) continue;
+    a->window[a->w++] = next;
+    a->result.dims[next++] = xt.dims[d];
+  }
+  a->result.rank = next;
+  return true;
+}
+
+/* index.Tensor(self, indices): x[i0, :, i2]. */
+static tpu_status lower_index(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  adv_index a;
+  if (!adv_index_make(l, 1, x, &a)) return NULL;
+  if (a.m == 0) {
+    tpu_lower_set_output(l, 0, x);
+  } else if (hlo_type_numel(&a.result) == 0) {
+    set_empty_output(l);
+  } else {
+    hlo_gather_dims g = {a.window, a.w, a.indexed, a.m, a.indexed, a.m, a.result.rank - a.w, a.slice_sizes};
+    tpu_lower_set_output(l, 0, hlo_gather(b, x, a.coords, &g, a.result));
+  }
+  return NULL;
+}
+
+/* x[mask] = value for one boolean mask and a single value: a select, as the
+ * written positions need no data-dependent shape. Returns false if the call
+ * is not of that form. */
+static bool masked_put(tpu_lowering* l, hlo_value x, bool accumulate) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value items[TPU_MAX_RANK];
+  int n = tpu_lower_tensor_list(l, 1, items, TPU_MAX_RANK), at = -1, present = 0;
+  for (int d = 0; d < n; d++) {
+    if (items[d] == HLO_INVALID) continue;
+    present++;
+    if (is_mask_dtype(tpu_lower_tensor_list_type(l, 1, d).dtype)) at = d;
+  }
+  hlo_type vt = tpu_lower_arg_type(l, 2);
+  if (present != 1 || at < 0 || hlo_type_numel(&vt) != 1) return false;
+  /* The mask covers x's dims from its position on. */
+  hlo_type xt = *hlo_type_of(b, x);
+  hlo_type mt = tpu_lower_tensor_list_type(l, 1, at);
+  int64_t bdims[TPU_MAX_RANK];
+  for (int k = 0; k < mt.rank; k++) bdims[k] = at + k;
+  hlo_value mask = hlo_broadcast_in_dim(b, hlo_convert(b, items[at], TPU_BOOL), xt.rank, xt.dims, bdims);
+  hlo_value value = hlo_reshape(b, tpu_lower_value(l, 2, xt.dtype), 0, NULL);
+  value = hlo_broadcast_in_dim(b, value, xt.rank, xt.dims, NULL);
+  if (accumulate) value = hlo_binary(b, "add", x, value);
+  tpu_lower_set_output(l, 0, hlo_select(b, mask, value, x));
+  return true;
+}
+
+/* index_put(self, indices, values, accumulate[, unsafe]): x[i0, :, i2] = v. */
+static tpu_status lower_index_put(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  bool accumulate = tpu_lower_bool(l, 3, false);
+  if (masked_put(l, x, accumulate)) return NULL;
+  adv_index a;
+  if (!adv_index_make(l, 1, x, &a)) return NULL;
+  hlo_value values = tpu_lower_value_as(l, 2, &a.result);
+  if (a.m == 0) {
+    tpu_lower_set_output(l, 0, accumulate ? hlo_binary(b, "add", x, values) : values);
+    return NULL;
+  }
+  if (hlo_type_numel(&a.result) == 0) {
+    tpu_lower_set_output(l, 0, x);
+    return NULL;
+  }
+  hlo_scatter_dims s = {a.window, a.w, a.indexed, a.m, a.indexed, a.m, a.result.rank - a.w};
+  tpu_lower_set_output(l, 0, hlo_scatter(b, x, a.coords, values, &s, accumulate ? "add" : NULL));
+  return NULL;
+}
+
+static const tpu_op_entry entries[] = {
+    {"_index_put_impl", lower_index_put, false},
+    {"_unsafe_index", lower_index, false},
+    {"_unsafe_index_put", lower_index_put, false},
+    {"cat", lower_cat, false},
+    {"constant_pad_nd", lower_constant_pad_nd, false},
+    {"flip", lower_flip, false},
+    {"gather", lower_gather, false},
+    {"index", lower_index, false},
+    {"index_put", lower_index_put, false},
+    {"index_select", lower_index_select, false},
+    {"masked_fill", lower_masked_fill, false},
+    {"narrow_copy", lower_narrow_copy, false},
+    {"roll", lower_roll, false},
+    {"scatter", lower_scatter, false},
+    {"scatter_add", lower_scatter, false},
+    {"scatter_reduce", lower_scatter, false},
+    {"tril", lower_triangle, false},
+    {"triu", lower_triangle, false},
+};
+
+TPU_OP_FAMILY(tpu_ops_indexing, entries);

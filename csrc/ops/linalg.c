@@ -1,0 +1,81 @@
+/* Products: mm, bmm, mv, dot, vdot, addmm, addmv, baddbmm, addbmm, addr.
+ * matmul, linear and outer are composite in PyTorch and reach us as these
+ * (plus view ops).
+ *
+ * Each is one dot_general in the output dtype; float16/bfloat16 products
+ * come out in float32 (the accumulation PyTorch's CPU kernels use) and are
+ * rounded once, after the beta/alpha terms. */
+#include <string.h>
+
+#include "ops/families.h"
+
+/* How an op contracts its two operands. The add* forms take (self, a, b,
+ * beta, alpha) and give beta * self + alpha * (a . b). */
+typedef struct contraction {
+  const char* name;
+  int batch;          /* leading dims both operands share, kept */
+  int64_t lhs[2];     /* contracting dims */
+  int64_t rhs[2];
+  int count;          /* how many contracting dims */
+  bool accumulates;   /* an add* form */
+} contraction;
+
+static const contraction contractions[] = {
+    {"addbmm", 0, {0, 2}, {0, 1}, 2, true}, /* sums over the batch too */
+    {"addmm", 0, {1}, {0}, 1, true},
+    {"addmv", 0, {1}, {0}, 1, true},
+    {"addr", 0, {0}, {0}, 0, true},         /* outer product: nothing contracted */
+    {"baddbmm", 1, {2}, {1}, 1, true},
+    {"bmm", 1, {2}, {1}, 1, false},
+    {"dot", 0, {0}, {0}, 1, false},
+    {"mm", 0, {1}, {0}, 1, false},
+    {"mv", 0, {1}, {0}, 1, false},
+    {"vdot", 0, {0}, {0}, 1, false},        /* real dtypes only: no conjugate */
+};
+
+static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
+
+/* Scalar argument `index` as a 0-d value of t broadcast to like's shape. */
+static hlo_value scalar_like(tpu_lowering* l, int index, tpu_dtype t, hlo_value like) {
+  hlo_builder* b = tpu_lower_builder(l);
+  const hlo_type* shape = hlo_type_of(b, like);
+  hlo_value s = tpu_lower_is_none(l, index) ? hlo_constant(b, t, 1) : tpu_lower_value(l, index, t);
+  return hlo_broadcast_in_dim(b, s, shape->rank, shape->dims, NULL);
+}
+
+static tpu_status lower_product(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  const char* name = tpu_lower_op_name(l);
+  const contraction* c = NULL;
+  for (size_t i = 0; i < sizeof contractions / sizeof contractions[0]; i++)
+    if (!strcmp(contractions[i].name, name)) c = &contractions[i];
+  if (!c) return TPU_ERROR(TPU_INTERNAL, "aten::%s has no contraction", name);
+  int first = c->accumulates ? 1 : 0;
+  tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = acc_type(out);
+  hlo_value lhs = tpu_lower_value(l, first, out), rhs = tpu_lower_value(l, first + 1, out);
+  static const int64_t batch_dims[1] = {0};
+  hlo_value r = hlo_dot_general(b, lhs, rhs, batch_dims, batch_dims, c->batch, c->lhs, c->rhs,
+                                c->count, t);
+  if (c->accumulates) {
+    hlo_type shape = *hlo_type_of(b, r);
+    hlo_value self = tpu_lower_value_as(l, 0, &shape);
+    hlo_value beta = scalar_like(l, 3, t, r);
+    /* beta == 0 ignores self: nan and inf in it must not propagate. */
+    hlo_value zero = hlo_constant_like(b, r, 0);
+    hlo_value term = hlo_select(b, hlo_compare(b, "EQ", beta, zero), zero,
+                                hlo_binary(b, "multiply", beta, self));
+    r = hlo_binary(b, "add", term, hlo_binary(b, "multiply", scalar_like(l, 4, t, r), r));
+  }
+  tpu_lower_set_output(l, 0, r);
+  return NULL;
+}
+
+static const tpu_op_entry entries[] = {
+    {"addbmm", lower_product, false}, {"addmm", lower_product, false},
+    {"addmv", lower_product, false},  {"addr", lower_product, false},
+    {"baddbmm", lower_product, false}, {"bmm", lower_product, false},
+    {"dot", lower_product, false},    {"mm", lower_product, false},
+    {"mv", lower_product, false},     {"vdot", lower_product, false},
+};
+
+TPU_OP_FAMILY(tpu_ops_linalg, entries);

@@ -1,0 +1,359 @@
+/* Reductions: sum, nansum, mean, prod, amax/amin, max/min, argmax/argmin,
+ * var/std (and var_mean/std_mean), vector norms, all/any, count_nonzero,
+ * logsumexp, cumsum/cumprod, softmax/log_softmax and their backwards.
+ *
+ * Output dtypes come from PyTorch's meta kernels (dtype= arguments, integer
+ * sums promoting to int64, half_to_float), so lowerings read the output type
+ * instead of dtype arguments. keepdim needs no code: exec/ reshapes a result
+ * to the output's shape when the element counts match. */
+#include <math.h>
+#include <string.h>
+
+#include "hlo/reduce_extra_ops.h"
+#include "ops/families.h"
+
+/* float16/bfloat16 accumulate in float32, as PyTorch's CPU kernels do. */
+static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
+
+/* The dims named by argument `index` (an int or int list), wrapped. None, a
+ * non-dim argument (an overload without dims) or, when empty_is_all, [] mean
+ * every dim. A 0-d tensor accepts dim 0 or -1 and reduces nothing. */
+static int reduce_dims(tpu_lowering* l, int index, int rank, bool empty_is_all, int64_t* out) {
+  const int64_t* items;
+  int n = tpu_lower_int_list(l, index, &items);
+  if (n == 0 && (empty_is_all || tpu_lower_arg_kind(l, index) != TPU_ARG_INT_LIST)) {
+    for (int i = 0; i < rank; i++) out[i] = i;
+    return rank;
+  }
+  int wrap = rank > 0 ? rank : 1, count = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t d = items[i] < 0 ? items[i] + wrap : items[i];
+    if (d < 0 || d >= wrap || count == TPU_MAX_RANK) {
+      tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: dim %lld is out of range for a %d-d tensor",
+                     tpu_lower_op_name(l), (long long)items[i], rank);
+      return 0;
+    }
+    if (rank > 0) out[count++] = d;
+  }
+  return count;
+}
+
+static bool is_reduced(int dim, const int64_t* dims, int n) {
+  for (int i = 0; i < n; i++)
+    if (dims[i] == dim) return true;
+  return false;
+}
+
+/* How many elements each result of a reduction over dims combines. */
+static int64_t reduced_count(const hlo_type* in, const int64_t* dims, int n) {
+  int64_t count = 1;
+  for (int i = 0; i < n; i++) count *= in->dims[dims[i]];
+  return count;
+}
+
+/* The reducer's identity, which is also what an empty reduction gives. */
+static hlo_value identity(hlo_builder* b, tpu_dtype t, const char* reducer) {
+  if (!strcmp(reducer, "add") || !strcmp(reducer, "or")) return hlo_constant(b, t, 0);
+  if (!strcmp(reducer, "multiply") || !strcmp(reducer, "and")) return hlo_constant(b, t, 1);
+  bool highest = !strcmp(reducer, "minimum");
+  if (tpu_dtype_is_float(t)) return hlo_constant(b, t, highest ? INFINITY : -INFINITY);
+  if (t == TPU_BOOL) return hlo_constant(b, t, highest);
+  int bits = (int)tpu_dtype_size(t) * 8;
+  if (!tpu_dtype_is_signed_int(t))
+    return hlo_constant_i64(b, t, highest ? (int64_t)(UINT64_MAX >> (64 - bits)) : 0);
+  int64_t top = (int64_t)(UINT64_MAX >> (65 - bits));
+  return hlo_constant_i64(b, t, highest ? top : -top - 1);
+}
+
+/* x converted to t and reduced over dims. */
+static hlo_value reduce(hlo_builder* b, hlo_value x, tpu_dtype t, const char* reducer,
+                        const int64_t* dims, int n) {
+  x = hlo_convert(b, x, t);
+  return hlo_reduce(b, x, identity(b, t, reducer), reducer, dims, n);
+}
+
+/* A 0-d value broadcast to like's shape. */
+static hlo_value splat(hlo_builder* b, hlo_value scalar, hlo_value like) {
+  const hlo_type* t = hlo_type_of(b, like);
+  return hlo_broadcast_in_dim(b, scalar, t->rank, t->dims, NULL);
+}
+
+/* A value reduced over dims, broadcast back to the shape of `like`. */
+static hlo_value expand_back(hlo_builder* b, hlo_value v, hlo_value like, const int64_t* dims,
+                             int n) {
+  hlo_type t = *hlo_type_of(b, like);
+  int64_t kept[TPU_MAX_RANK];
+  int k = 0;
+  for (int i = 0; i < t.rank; i++)
+    if (!is_reduced(i, dims, n)) kept[k++] = i;
+  return hlo_broadcast_in_dim(b, v, t.rank, t.dims, kept);
+}
+
+/* sum, nansum, prod (self, dims or dim, keepdim, dtype): the input is cast
+ * to the output dtype first, as PyTorch casts it for dtype=. */
+static tpu_status lower_sum_prod(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  const char* name = tpu_lower_op_name(l);
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  int64_t dims[TPU_MAX_RANK];
+  int n = reduce_dims(l, 1, in.rank, true, dims);
+  tpu_dtype out = tpu_lower_output_type(l, 0).dtype;
+  hlo_value x = hlo_convert(b, tpu_lower_value(l, 0, out), acc_type(out));
+  if (!strcmp(name, "nansum") && tpu_dtype_is_float(out))
+    x = hlo_select(b, hlo_compare(b, "NE", x, x), hlo_constant_like(b, x, 0), x);
+  const char* reducer = !strcmp(name, "prod") ? "multiply" : "add";
+  tpu_lower_set_output(l, 0, reduce(b, x, acc_type(out), reducer, dims, n));
+  return NULL;
+}
+
+/* mean: a wide sum divided by the count (0/0 = nan for empty inputs). The
+ * input goes straight to the accumulation type, as in PyTorch's CPU mean. */
+static tpu_status lower_mean(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  int64_t dims[TPU_MAX_RANK];
+  int n = reduce_dims(l, 1, in.rank, true, dims);
+  tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
+  hlo_value sum = reduce(b, tpu_lower_value(l, 0, t), t, "add", dims, n);
+  hlo_value count = hlo_constant_like(b, sum, (double)reduced_count(&in, dims, n));
+  tpu_lower_set_output(l, 0, hlo_binary(b, "divide", sum, count));
+  return NULL;
+}
+
+/* Value and first index of the extreme along the one dim in dims, or over
+ * the flattened input otherwise (argmax's dim=None, a 0-d input). */
+static void arg_extreme(hlo_builder* b, hlo_value x, const int64_t* dims, int n, bool is_max,
+                        hlo_value* out_values, hlo_value* out_indices) {
+  if (n != 1) {
+    int64_t numel = hlo_type_numel(hlo_type_of(b, x));
+    x = hlo_reshape(b, x, 1, &numel);
+  }
+  hlo_arg_reduce(b, x, n == 1 ? (int)dims[0] : 0, is_max, out_values, out_indices);
+}
+
+/* amax/amin(self, dims=[] meaning all), max/min(self) over everything, and
+ * max/min.dim(self, dim, keepdim) -> (values, indices). NaN wins. */
+static tpu_status lower_extreme(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  bool is_max = strstr(tpu_lower_op_name(l), "max") != NULL;
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  int64_t dims[TPU_MAX_RANK];
+  int n = reduce_dims(l, 1, in.rank, true, dims);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  if (tpu_lower_output_count(l) == 2) {
+    hlo_value values, indices;
+    arg_extreme(b, x, dims, n, is_max, &values, &indices);
+    tpu_lower_set_output(l, 0, values);
+    tpu_lower_set_output(l, 1, indices);
+    return NULL;
+  }
+  tpu_lower_set_output(l, 0, reduce(b, x, in.dtype, is_max ? "maximum" : "minimum", dims, n));
+  return NULL;
+}
+
+/* argmax/argmin(self, dim=None, keepdim): the first index of the extreme. */
+static tpu_status lower_arg_extreme(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  int64_t dims[TPU_MAX_RANK];
+  int n = reduce_dims(l, 1, in.rank, true, dims);
+  hlo_value values, indices;
+  arg_extreme(b, tpu_lower_tensor(l, 0), dims, n, !strcmp(tpu_lower_op_name(l), "argmax"),
+              &values, &indices);
+  tpu_lower_set_output(l, 0, indices);
+  return NULL;
+}
+
+/* var/std(self, dims, correction, keepdim) and var_mean/std_mean, which
+ * also output the mean. Two passes (mean, then centered squares) divided by
+ * max(N - correction, 0) as PyTorch does, so too few elements give inf or
+ * nan. correction is a runtime scalar; None means 1. */
+static tpu_status lower_moments(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  int64_t dims[TPU_MAX_RANK];
+  int n = reduce_dims(l, 1, in.rank, true, dims);
+  tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
+  hlo_value x = tpu_lower_value(l, 0, t);
+  hlo_value count = hlo_constant(b, t, (double)reduced_count(&in, dims, n));
+  hlo_value sum = reduce(b, x, t, "add", dims, n);
+  hlo_value mean = hlo_binary(b, "divide", sum, splat(b, count, sum));
+  hlo_value centered = hlo_binary(b, "subtract", x, expand_back(b, mean, x, dims, n));
+  hlo_value m2 = reduce(b, hlo_binary(b, "multiply", centered, centered), t, "add", dims, n);
+  hlo_value correction =
+      tpu_lower_is_none(l, 2) ? hlo_constant(b, t, 1) : tpu_lower_value(l, 2, t);
+  hlo_value divisor = hlo_binary(b, "maximum", hlo_binary(b, "subtract", count, correction),
+                                 hlo_constant(b, t, 0));
+  hlo_value var = hlo_binary(b, "divide", m2, splat(b, divisor, m2));
+  tpu_lower_set_output(l, 0, tpu_lower_op_name(l)[0] == 's' ? hlo_unary(b, "sqrt", var) : var);
+  if (tpu_lower_output_count(l) == 2) tpu_lower_set_output(l, 1, mean);
+  return NULL;
+}
+
+/* Vector norms: linalg_vector_norm(self, ord, dims, keepdim, dtype) and
+ * norm(self, p, [dims, keepdim,] [dtype]). The order picks the formula, so
+ * it is compiled in (these entries set scalars_in_key). */
+static tpu_status lower_norm(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  double p = tpu_lower_is_none(l, 1) ? 2 : tpu_lower_scalar_constant(l, 1);
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  int64_t dims[TPU_MAX_RANK];
+  int n = reduce_dims(l, 2, in.rank, true, dims);
+  tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = acc_type(out);
+  hlo_value x = hlo_convert(b, tpu_lower_value(l, 0, out), t);
+  hlo_value a = hlo_unary(b, "abs", x);
+  hlo_value r;
+  if (p == 0) {
+    r = reduce(b, hlo_convert(b, x, TPU_BOOL), t, "add", dims, n);
+  } else if (isinf(p)) {
+    r = reduce(b, a, t, p > 0 ? "maximum" : "minimum", dims, n);
+  } else if (p == 1) {
+    r = reduce(b, a, t, "add", dims, n);
+  } else if (p == 2) {
+    r = hlo_unary(b, "sqrt", reduce(b, hlo_binary(b, "multiply", x, x), t, "add", dims, n));
+  } else {
+    r = reduce(b, hlo_binary(b, "power", a, hlo_constant_like(b, a, p)), t, "add", dims, n);
+    r = hlo_binary(b, "power", r, hlo_constant_like(b, r, 1 / p));
+  }
+  tpu_lower_set_output(l, 0, r);
+  return NULL;
+}
+
+/* all/any(self, [dim or dims], keepdim): each element's truth (x != 0, so
+ * NaN is true) combined by and/or. all.dims with dim=[] reduces nothing. */
+static tpu_status lower_all_any(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  int64_t dims[TPU_MAX_RANK];
+  int n = reduce_dims(l, 1, in.rank, false, dims);
+  hlo_value x = hlo_convert(b, tpu_lower_tensor(l, 0), TPU_BOOL);
+  const char* reducer = !strcmp(tpu_lower_op_name(l), "all") ? "and" : "or";
+  tpu_lower_set_output(l, 0, reduce(b, x, TPU_BOOL, reducer, dims, n));
+  return NULL;
+}
+
+/* count_nonzero(self, dim=None) and count_nonzero.dim_IntList(self, dims). */
+static tpu_status lower_count_nonzero(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  int64_t dims[TPU_MAX_RANK];
+  int n = reduce_dims(l, 1, in.rank, true, dims);
+  hlo_value nonzero = hlo_convert(b, tpu_lower_tensor(l, 0), TPU_BOOL);
+  tpu_lower_set_output(l, 0, reduce(b, nonzero, TPU_I64, "add", dims, n));
+  return NULL;
+}
+
+/* x minus its max over dims: the shift that keeps exp from overflowing.
+ * With finite_only an infinite max shifts by 0 instead (logsumexp's rule,
+ * so a row of -inf gives -inf rather than nan). *out_max gets the shift. */
+static hlo_value shift_by_max(hlo_builder* b, hlo_value x, const int64_t* dims, int n,
+                              bool finite_only, hlo_value* out_max) {
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  hlo_value m = reduce(b, x, t, "maximum", dims, n);
+  if (finite_only) m = hlo_select(b, hlo_unary(b, "is_finite", m), m, hlo_constant_like(b, m, 0));
+  *out_max = m;
+  return hlo_binary(b, "subtract", x, expand_back(b, m, x, dims, n));
+}
+
+/* logsumexp(self, dims, keepdim) = max + log(sum(exp(x - max))); integer
+ * inputs compute in the output's float dtype. */
+static tpu_status lower_logsumexp(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  int64_t dims[TPU_MAX_RANK];
+  int n = reduce_dims(l, 1, in.rank, true, dims);
+  tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
+  hlo_value m;
+  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), dims, n, true, &m);
+  hlo_value sum = reduce(b, hlo_unary(b, "exponential", shifted), t, "add", dims, n);
+  tpu_lower_set_output(l, 0, hlo_binary(b, "add", hlo_unary(b, "log", sum), m));
+  return NULL;
+}
+
+/* _softmax/_log_softmax(self, dim, half_to_float): stable (the max is
+ * subtracted first); half_to_float only changes the output dtype. */
+static tpu_status lower_softmax(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  int64_t dims[TPU_MAX_RANK];
+  int n = reduce_dims(l, 1, in.rank, true, dims);
+  tpu_dtype t = acc_type(in.dtype);
+  hlo_value m;
+  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), dims, n, false, &m);
+  hlo_value e = hlo_unary(b, "exponential", shifted);
+  hlo_value sum = expand_back(b, reduce(b, e, t, "add", dims, n), e, dims, n);
+  hlo_value r = !strcmp(tpu_lower_op_name(l), "_log_softmax")
+                    ? hlo_binary(b, "subtract", shifted, hlo_unary(b, "log", sum))
+                    : hlo_binary(b, "divide", e, sum);
+  tpu_lower_set_output(l, 0, r);
+  return NULL;
+}
+
+/* _softmax_backward_data(grad, output, dim, input_dtype):
+ *   softmax:     output * (grad - sum(grad * output))
+ *   log_softmax: grad - exp(output) * sum(grad) */
+static tpu_status lower_softmax_backward(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 1);
+  int64_t dims[TPU_MAX_RANK];
+  int n = reduce_dims(l, 2, in.rank, true, dims);
+  tpu_dtype t = acc_type(in.dtype);
+  hlo_value grad = tpu_lower_value(l, 0, t), y = tpu_lower_value(l, 1, t);
+  hlo_value r;
+  if (!strcmp(tpu_lower_op_name(l), "_log_softmax_backward_data")) {
+    hlo_value sum = expand_back(b, reduce(b, grad, t, "add", dims, n), grad, dims, n);
+    r = hlo_binary(b, "subtract", grad, hlo_binary(b, "multiply", hlo_unary(b, "exponential", y), sum));
+  } else {
+    hlo_value gy = hlo_binary(b, "multiply", grad, y);
+    hlo_value sum = expand_back(b, reduce(b, gy, t, "add", dims, n), gy, dims, n);
+    r = hlo_binary(b, "multiply", y, hlo_binary(b, "subtract", grad, sum));
+  }
+  tpu_lower_set_output(l, 0, r);
+  return NULL;
+}
+
+/* cumsum/cumprod(self, dim, dtype): a running sum/product in the output
+ * dtype (integer inputs give int64), accumulated wider for half types. */
+static tpu_status lower_cumulative(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  int64_t dims[TPU_MAX_RANK];
+  int n = reduce_dims(l, 1, in.rank, true, dims);
+  tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = acc_type(out);
+  hlo_value x = hlo_convert(b, tpu_lower_value(l, 0, out), t);
+  const char* reducer = !strcmp(tpu_lower_op_name(l), "cumprod") ? "multiply" : "add";
+  if (n == 1) x = hlo_cumulative(b, x, identity(b, t, reducer), reducer, (int)dims[0]);
+  tpu_lower_set_output(l, 0, x);
+  return NULL;
+}
+
+static const tpu_op_entry entries[] = {
+    {"_log_softmax", lower_softmax, false},
+    {"_log_softmax_backward_data", lower_softmax_backward, false},
+    {"_softmax", lower_softmax, false},
+    {"_softmax_backward_data", lower_softmax_backward, false},
+    {"all", lower_all_any, false},
+    {"amax", lower_extreme, false},
+    {"amin", lower_extreme, false},
+    {"any", lower_all_any, false},
+    {"argmax", lower_arg_extreme, false},
+    {"argmin", lower_arg_extreme, false},
+    {"count_nonzero", lower_count_nonzero, false},
+    {"cumprod", lower_cumulative, false},
+    {"cumsum", lower_cumulative, false},
+    {"linalg_vector_norm", lower_norm, true},
+    {"logsumexp", lower_logsumexp, false},
+    {"max", lower_extreme, false},
+    {"mean", lower_mean, false},
+    {"min", lower_extreme, false},
+    {"nansum", lower_sum_prod, false},
+    {"norm", lower_norm, true},
+    {"prod", lower_sum_prod, false},
+    {"std", lower_moments, false},
+    {"std_mean", lower_moments, false},
+    {"sum", lower_sum_prod, false},
+    {"var", lower_moments, false},
+    {"var_mean", lower_moments, false},
+};
+
+TPU_OP_FAMILY(tpu_ops_reduce, entries);

@@ -1,0 +1,40 @@
+/* The lowering table: every family's entries, sorted once by name and
+ * searched by bisection on each lookup. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/families.h"
+
+#define MAX_OPS 512
+
+static const tpu_op_family* const families[] = {
+    &tpu_ops_elementwise, &tpu_ops_reduce, &tpu_ops_linalg, &tpu_ops_indexing, &tpu_ops_creation,
+};
+
+static const tpu_op_entry* sorted[MAX_OPS];
+static int sorted_count;
+static pthread_once_t sorted_once = PTHREAD_ONCE_INIT;
+
+static int by_name(const void* a, const void* b) {
+  return strcmp((*(const tpu_op_entry* const*)a)->name, (*(const tpu_op_entry* const*)b)->name);
+}
+
+static void sort_table(void) {
+  for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+    for (int i = 0; i < families[f]->count && sorted_count < MAX_OPS; i++)
+      sorted[sorted_count++] = &families[f]->entries[i];
+  qsort(sorted, (size_t)sorted_count, sizeof sorted[0], by_name);
+}
+
+const tpu_op_entry* tpu_op_find(const char* base_name) {
+  pthread_once(&sorted_once, sort_table);
+  int lo = 0, hi = sorted_count - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    int c = strcmp(base_name, sorted[mid]->name);
+    if (c == 0) return sorted[mid];
+    if (c < 0) hi = mid - 1; else lo = mid + 1;
+  }
+  return NULL;
+}

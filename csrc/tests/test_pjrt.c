@@ -1,0 +1,368 @@
+/* Tests csrc/pjrt/ against the real plugin named by TORCH_TPU_PJRT_PLUGIN,
+ * opened with two CPU devices. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pjrt/pjrt.h"
+#include "tests/check.h"
+
+static const char add_f32x4[] =
+    "module {\n"
+    "  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
+    "    %0 = \"stablehlo.add\"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
+    "    \"func.return\"(%0) : (tensor<4xf32>) -> ()\n"
+    "  }\n"
+    "}\n";
+
+static const char add_f32x0[] =
+    "module {\n"
+    "  func.func public @main(%a: tensor<0xf32>, %b: tensor<0xf32>) -> tensor<0xf32> {\n"
+    "    %0 = \"stablehlo.add\"(%a, %b) : (tensor<0xf32>, tensor<0xf32>) -> tensor<0xf32>\n"
+    "    \"func.return\"(%0) : (tensor<0xf32>) -> ()\n"
+    "  }\n"
+    "}\n";
+
+/* Two outputs, to check output counts other than one. */
+static const char add_and_mul_f32x4[] =
+    "module {\n"
+    "  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>)\n"
+    "      -> (tensor<4xf32>, tensor<4xf32>) {\n"
+    "    %0 = \"stablehlo.add\"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
+    "    %1 = \"stablehlo.multiply\"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
+    "    \"func.return\"(%0, %1) : (tensor<4xf32>, tensor<4xf32>) -> ()\n"
+    "  }\n"
+    "}\n";
+
+static int has_text(tpu_status status, const char* text) {
+  return strstr(tpu_status_message(status), text) != NULL;
+}
+
+static void test_bad_path(void) {
+  const char* path = "/nonexistent/dir/libno_such_plugin.so";
+  tpu_pjrt_options options = {.plugin_path = path};
+  tpu_pjrt* pjrt = (tpu_pjrt*)1;
+  tpu_status status = tpu_pjrt_open(&options, &pjrt);
+  CHECK(tpu_status_code_of(status) == TPU_NOT_FOUND);
+  CHECK(has_text(status, path));
+  CHECK(pjrt == NULL);
+  tpu_status_free(status);
+
+  tpu_pjrt_options empty = {0};
+  status = tpu_pjrt_open(&empty, &pjrt);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT);
+  tpu_status_free(status);
+
+  /* A real library that is not a PJRT plugin. */
+  tpu_pjrt_options libc = {.plugin_path = "libc.so.6"};
+  status = tpu_pjrt_open(&libc, &pjrt);
+  CHECK(tpu_status_code_of(status) == TPU_NOT_FOUND);
+  CHECK(has_text(status, "GetPjrtApi"));
+  tpu_status_free(status);
+}
+
+static void test_queries(tpu_pjrt* pjrt) {
+  printf("plugin %s: PJRT C API %d.%d, platform %s (%s), xla_version '%s', %d devices of kind "
+         "'%s'\n",
+         tpu_pjrt_plugin_path(pjrt), tpu_pjrt_api_major(pjrt), tpu_pjrt_api_minor(pjrt),
+         tpu_pjrt_platform_name(pjrt), tpu_pjrt_platform_version(pjrt), tpu_pjrt_xla_version(pjrt),
+         tpu_pjrt_device_count(pjrt), tpu_pjrt_device_kind(pjrt, 0));
+  CHECK(tpu_pjrt_api_major(pjrt) == 0);
+  CHECK(tpu_pjrt_api_minor(pjrt) > 0);
+  CHECK(strcmp(tpu_pjrt_platform_name(pjrt), "cpu") == 0);
+  CHECK(tpu_pjrt_platform_version(pjrt) != NULL);
+  CHECK(tpu_pjrt_xla_version(pjrt) != NULL);
+  CHECK(tpu_pjrt_device_count(pjrt) == 2);
+  CHECK(tpu_pjrt_device_kind(pjrt, 0)[0] != '\0');
+  CHECK(strcmp(tpu_pjrt_device_kind(pjrt, -1), "") == 0);
+  CHECK(strcmp(tpu_pjrt_device_kind(pjrt, 2), "") == 0);
+}
+
+/* Host -> device -> host, byte for byte. */
+static void round_trip(tpu_pjrt* pjrt, int device, tpu_dtype dtype, const int64_t* dims, int rank,
+                       const void* data) {
+  size_t nbytes = tpu_dtype_size(dtype);
+  for (int i = 0; i < rank; i++) nbytes *= (size_t)dims[i];
+  struct PJRT_Buffer* buffer = NULL;
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, device, dtype, dims, rank, data, &buffer));
+  CHECK(buffer != NULL);
+  if (!buffer) return;
+  CHECK_OK(tpu_pjrt_buffer_await(pjrt, buffer));
+  unsigned char* back = malloc(nbytes + 1);
+  memset(back, 0xAB, nbytes + 1);
+  CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, buffer, back, nbytes));
+  CHECK(nbytes == 0 || memcmp(back, data, nbytes) == 0);
+  CHECK(back[nbytes] == 0xAB); /* nothing written past the end */
+  if (nbytes && memcmp(back, data, nbytes) != 0)
+    fprintf(stderr, "  round trip of %s differs\n", tpu_dtype_name(dtype));
+  free(back);
+  tpu_pjrt_buffer_destroy(pjrt, buffer);
+}
+
+static void test_round_trips(tpu_pjrt* pjrt) {
+  const int64_t dims23[] = {2, 3};
+  const int64_t dims6[] = {6};
+  const unsigned char bools[6] = {1, 0, 0, 1, 1, 0};
+  const unsigned char u8[6] = {0, 1, 127, 128, 254, 255};
+  const signed char i8[6] = {-128, -1, 0, 1, 2, 127};
+  const short i16[6] = {-32768, -2, 0, 3, 1000, 32767};
+  const int i32[6] = {-2147483647 - 1, -7, 0, 5, 65536, 2147483647};
+  const long long i64[6] = {-9223372036854775807LL - 1, -3, 0, 1, 1LL << 40, 9223372036854775807LL};
+  /* f16/bf16 as raw bits: 1.0, -2.0, +inf, a NaN payload, a subnormal, 0 */
+  const unsigned short f16[6] = {0x3C00, 0xC000, 0x7C00, 0x7E01, 0x0001, 0x0000};
+  const unsigned short bf16[6] = {0x3F80, 0xC000, 0x7F80, 0x7FC1, 0x0001, 0x8000};
+  const float f32[6] = {1.5f, -2.25f, 0.0f, 3.0e38f, -1e-38f, 42.0f};
+  const double f64[6] = {1.5, -2.25, 0.0, 1e308, -4.9e-324, 42.0};
+
+  round_trip(pjrt, 0, TPU_BOOL, dims23, 2, bools);
+  round_trip(pjrt, 0, TPU_U8, dims23, 2, u8);
+  round_trip(pjrt, 0, TPU_I8, dims6, 1, i8);
+  round_trip(pjrt, 0, TPU_I16, dims23, 2, i16);
+  round_trip(pjrt, 0, TPU_I32, dims23, 2, i32);
+  round_trip(pjrt, 0, TPU_I64, dims23, 2, i64);
+  round_trip(pjrt, 0, TPU_F16, dims23, 2, f16);
+  round_trip(pjrt, 0, TPU_BF16, dims23, 2, bf16);
+  round_trip(pjrt, 0, TPU_F32, dims23, 2, f32);
+  round_trip(pjrt, 1, TPU_F64, dims23, 2, f64);
+  round_trip(pjrt, 1, TPU_F32, NULL, 0, f32); /* a scalar */
+
+  /* Empty arrays, with and without a data pointer. */
+  const int64_t dims0[] = {0};
+  const int64_t dims20[] = {2, 0};
+  round_trip(pjrt, 0, TPU_F32, dims0, 1, NULL);
+  round_trip(pjrt, 1, TPU_I64, dims20, 2, i64);
+  round_trip(pjrt, 0, TPU_BOOL, dims0, 1, bools);
+}
+
+static void test_buffer_errors(tpu_pjrt* pjrt) {
+  const int64_t dims[] = {4};
+  const int64_t bad_dims[] = {-1};
+  const float data[4] = {1, 2, 3, 4};
+  struct PJRT_Buffer* buffer = NULL;
+  tpu_status status = tpu_pjrt_buffer_from_host(pjrt, 2, TPU_F32, dims, 1, data, &buffer);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT && has_text(status, "device 2"));
+  tpu_status_free(status);
+  status = tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, bad_dims, 1, data, &buffer);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT && has_text(status, "-1"));
+  tpu_status_free(status);
+  status = tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, dims, 1, NULL, &buffer);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT);
+  tpu_status_free(status);
+  status = tpu_pjrt_buffer_from_host(pjrt, 0, TPU_DTYPE_COUNT, dims, 1, data, &buffer);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT);
+  tpu_status_free(status);
+  CHECK(buffer == NULL);
+
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, dims, 1, data, &buffer));
+  float back[8];
+  status = tpu_pjrt_buffer_to_host(pjrt, buffer, back, 8);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT);
+  CHECK(has_text(status, "needs 16 bytes, given 8"));
+  tpu_status_free(status);
+  status = tpu_pjrt_buffer_to_host(pjrt, buffer, back, 32);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT);
+  tpu_status_free(status);
+  tpu_pjrt_buffer_destroy(pjrt, buffer);
+  tpu_pjrt_buffer_destroy(pjrt, NULL);
+}
+
+/* Runs add_f32x4 on `device`, checks the sum and that the inputs survive. */
+static void run_add(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* exe, int device) {
+  const int64_t dims[] = {4};
+  const float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40};
+  struct PJRT_Buffer* args[2] = {NULL, NULL};
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, device, TPU_F32, dims, 1, a, &args[0]));
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, device, TPU_F32, dims, 1, b, &args[1]));
+  struct PJRT_Buffer* out = NULL;
+  CHECK_OK(tpu_pjrt_execute(pjrt, exe, device, args, 2, &out, 1));
+  float sum[4] = {0};
+  if (out) {
+    CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, out, sum, sizeof sum));
+    CHECK(sum[0] == 11 && sum[1] == 22 && sum[2] == 33 && sum[3] == 44);
+  }
+  float again[4] = {0};
+  CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, args[0], again, sizeof again)); /* not donated */
+  CHECK(memcmp(again, a, sizeof a) == 0);
+  tpu_pjrt_buffer_destroy(pjrt, out);
+  tpu_pjrt_buffer_destroy(pjrt, args[0]);
+  tpu_pjrt_buffer_destroy(pjrt, args[1]);
+}
+
+static void test_execute(tpu_pjrt* pjrt) {
+  struct PJRT_LoadedExecutable* exe = NULL;
+  CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x4, strlen(add_f32x4), &exe));
+  if (!exe) return;
+  CHECK(tpu_pjrt_executable_output_count(pjrt, exe) == 1);
+  run_add(pjrt, exe, 0);
+  run_add(pjrt, exe, 1); /* the same portable executable on the second device */
+  run_add(pjrt, exe, 0);
+
+  /* Wrong output count: refused before the plugin can overrun the array. */
+  const int64_t dims[] = {4};
+  const float a[4] = {1, 2, 3, 4};
+  struct PJRT_Buffer* args[2] = {NULL, NULL};
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, dims, 1, a, &args[0]));
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, dims, 1, a, &args[1]));
+  struct PJRT_Buffer* outs[2] = {NULL, NULL};
+  tpu_status status = tpu_pjrt_execute(pjrt, exe, 0, args, 2, outs, 2);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT);
+  CHECK(has_text(status, "has 1 outputs, caller expects 2"));
+  tpu_status_free(status);
+  status = tpu_pjrt_execute(pjrt, exe, 0, args, 2, outs, 0);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT);
+  tpu_status_free(status);
+  status = tpu_pjrt_execute(pjrt, exe, 5, args, 2, outs, 1);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT && has_text(status, "device 5"));
+  tpu_status_free(status);
+  CHECK(outs[0] == NULL && outs[1] == NULL);
+
+  /* Wrong argument count: the plugin's error, and the process goes on. */
+  status = tpu_pjrt_execute(pjrt, exe, 0, args, 1, outs, 1);
+  CHECK(tpu_status_code_of(status) == TPU_PLUGIN_ERROR);
+  CHECK(has_text(status, "PJRT_LoadedExecutable_Execute"));
+  if (status) printf("wrong argument count -> %s\n", tpu_status_message(status));
+  tpu_status_free(status);
+  tpu_pjrt_buffer_destroy(pjrt, args[0]);
+  tpu_pjrt_buffer_destroy(pjrt, args[1]);
+  tpu_pjrt_executable_destroy(pjrt, exe);
+  tpu_pjrt_executable_destroy(pjrt, NULL);
+}
+
+static void test_two_outputs(tpu_pjrt* pjrt) {
+  struct PJRT_LoadedExecutable* exe = NULL;
+  CHECK_OK(tpu_pjrt_compile(pjrt, add_and_mul_f32x4, strlen(add_and_mul_f32x4), &exe));
+  if (!exe) return;
+  CHECK(tpu_pjrt_executable_output_count(pjrt, exe) == 2);
+  const int64_t dims[] = {4};
+  const float a[4] = {1, 2, 3, 4}, b[4] = {2, 2, 2, 2};
+  struct PJRT_Buffer* args[2] = {NULL, NULL};
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 1, TPU_F32, dims, 1, a, &args[0]));
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 1, TPU_F32, dims, 1, b, &args[1]));
+  struct PJRT_Buffer* outs[2] = {NULL, NULL};
+  CHECK_OK(tpu_pjrt_execute(pjrt, exe, 1, args, 2, outs, 2));
+  float sum[4] = {0}, product[4] = {0};
+  if (outs[0] && outs[1]) {
+    CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, outs[0], sum, sizeof sum));
+    CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, outs[1], product, sizeof product));
+  }
+  CHECK(sum[0] == 3 && sum[3] == 6 && product[0] == 2 && product[3] == 8);
+  for (int i = 0; i < 2; i++) {
+    tpu_pjrt_buffer_destroy(pjrt, outs[i]);
+    tpu_pjrt_buffer_destroy(pjrt, args[i]);
+  }
+  tpu_pjrt_executable_destroy(pjrt, exe);
+}
+
+static void test_empty_program(tpu_pjrt* pjrt) {
+  struct PJRT_LoadedExecutable* exe = NULL;
+  CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x0, strlen(add_f32x0), &exe));
+  if (!exe) return;
+  const int64_t dims[] = {0};
+  struct PJRT_Buffer* args[2] = {NULL, NULL};
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 1, TPU_F32, dims, 1, NULL, &args[0]));
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 1, TPU_F32, dims, 1, NULL, &args[1]));
+  struct PJRT_Buffer* out = NULL;
+  CHECK_OK(tpu_pjrt_execute(pjrt, exe, 1, args, 2, &out, 1));
+  if (out) CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, out, NULL, 0));
+  tpu_pjrt_buffer_destroy(pjrt, out);
+  tpu_pjrt_buffer_destroy(pjrt, args[0]);
+  tpu_pjrt_buffer_destroy(pjrt, args[1]);
+  tpu_pjrt_executable_destroy(pjrt, exe);
+}
+
+static void test_serialize(tpu_pjrt* pjrt) {
+  struct PJRT_LoadedExecutable* exe = NULL;
+  CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x4, strlen(add_f32x4), &exe));
+  if (!exe) return;
+  char* bytes = NULL;
+  size_t size = 0;
+  CHECK_OK(tpu_pjrt_executable_serialize(pjrt, exe, &bytes, &size));
+  CHECK(bytes != NULL && size > 0);
+  printf("serialized add: %zu bytes\n", size);
+  tpu_pjrt_executable_destroy(pjrt, exe);
+
+  struct PJRT_LoadedExecutable* loaded = NULL;
+  CHECK_OK(tpu_pjrt_executable_deserialize(pjrt, bytes, size, &loaded));
+  if (loaded) {
+    CHECK(tpu_pjrt_executable_output_count(pjrt, loaded) == 1);
+    run_add(pjrt, loaded, 1);
+    run_add(pjrt, loaded, 0);
+    tpu_pjrt_executable_destroy(pjrt, loaded);
+  }
+
+  /* Garbage bytes: an error, not a crash. */
+  struct PJRT_LoadedExecutable* bad = NULL;
+  tpu_status status = tpu_pjrt_executable_deserialize(pjrt, "not an executable", 17, &bad);
+  CHECK(tpu_status_code_of(status) == TPU_PLUGIN_ERROR && bad == NULL);
+  tpu_status_free(status);
+  status = tpu_pjrt_executable_deserialize(pjrt, bytes, 0, &bad);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT);
+  tpu_status_free(status);
+  free(bytes);
+}
+
+static void test_compile_errors(tpu_pjrt* pjrt) {
+  const char* bad = "module { func.func public @main( -> }";
+  struct PJRT_LoadedExecutable* exe = NULL;
+  tpu_status status = tpu_pjrt_compile(pjrt, bad, strlen(bad), &exe);
+  CHECK(tpu_status_code_of(status) == TPU_PLUGIN_ERROR);
+  CHECK(has_text(status, "PJRT_Client_Compile"));
+  CHECK(exe == NULL);
+  printf("invalid MLIR -> %s\n", tpu_status_message(status));
+  tpu_status_free(status);
+
+  /* A type error the parser accepts but the verifier does not. */
+  const char* mismatched =
+      "module { func.func public @main(%a: tensor<4xf32>, %b: tensor<3xf32>) -> tensor<4xf32> {\n"
+      "  %0 = \"stablehlo.add\"(%a, %b) : (tensor<4xf32>, tensor<3xf32>) -> tensor<4xf32>\n"
+      "  \"func.return\"(%0) : (tensor<4xf32>) -> () } }";
+  status = tpu_pjrt_compile(pjrt, mismatched, strlen(mismatched), &exe);
+  CHECK(tpu_status_code_of(status) == TPU_PLUGIN_ERROR);
+  tpu_status_free(status);
+
+  status = tpu_pjrt_compile(pjrt, "", 0, &exe);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT);
+  tpu_status_free(status);
+
+  /* The client still works after the failures. */
+  CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x4, strlen(add_f32x4), &exe));
+  if (exe) run_add(pjrt, exe, 1);
+  tpu_pjrt_executable_destroy(pjrt, exe);
+}
+
+int main(void) {
+  test_bad_path();
+  const char* path = getenv("TORCH_TPU_PJRT_PLUGIN");
+  if (!path || !path[0]) {
+    fprintf(stderr, "test_pjrt: set TORCH_TPU_PJRT_PLUGIN to a PJRT plugin .so\n");
+    CHECK(path && path[0]);
+    return check_finish("test_pjrt");
+  }
+  tpu_pjrt_options options = {.plugin_path = path, .cpu_device_count = 2};
+  tpu_pjrt* pjrt = NULL;
+  CHECK_OK(tpu_pjrt_open(&options, &pjrt));
+  if (!pjrt) return check_finish("test_pjrt");
+  test_queries(pjrt);
+  test_round_trips(pjrt);
+  test_buffer_errors(pjrt);
+  test_execute(pjrt);
+  test_two_outputs(pjrt);
+  test_empty_program(pjrt);
+  test_serialize(pjrt);
+  test_compile_errors(pjrt);
+  tpu_pjrt_close(pjrt);
+  tpu_pjrt_close(NULL);
+
+  /* A second client from the same (already initialized) plugin. */
+  tpu_pjrt_options one = {.plugin_path = path};
+  CHECK_OK(tpu_pjrt_open(&one, &pjrt));
+  if (pjrt) {
+    CHECK(tpu_pjrt_device_count(pjrt) >= 1);
+    struct PJRT_LoadedExecutable* exe = NULL;
+    CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x4, strlen(add_f32x4), &exe));
+    if (exe) run_add(pjrt, exe, 0);
+    tpu_pjrt_executable_destroy(pjrt, exe);
+    tpu_pjrt_close(pjrt);
+  }
+  return check_finish("test_pjrt");
+}

@@ -1,0 +1,41 @@
+/* Element types the runtime knows, independent of PyTorch's ScalarType. */
+#ifndef TPU_DTYPE_H
+#define TPU_DTYPE_H
+
+#include <stddef.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tpu_dtype {
+  TPU_BOOL = 0,
+  TPU_U8,
+  TPU_I8,
+  TPU_I16,
+  TPU_I32,
+  TPU_I64,
+  TPU_F16,
+  TPU_BF16,
+  TPU_F32,
+  TPU_F64,
+  TPU_U32, /* random bits and RNG state only */
+  TPU_U64,
+  TPU_DTYPE_COUNT
+} tpu_dtype;
+
+#define TPU_MAX_RANK 8
+
+size_t tpu_dtype_size(tpu_dtype dtype);
+const char* tpu_dtype_name(tpu_dtype dtype);     /* "float32", as PyTorch spells it */
+const char* tpu_dtype_mlir(tpu_dtype dtype);     /* "f32", as MLIR spells it */
+bool tpu_dtype_is_float(tpu_dtype dtype);
+bool tpu_dtype_is_signed_int(tpu_dtype dtype);   /* i8..i64 */
+bool tpu_dtype_is_integral(tpu_dtype dtype);     /* u8, i8..i64, u32, u64 (not bool) */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,161 @@
+/* The torch_tpu runtime's public API: one process-wide runtime over a PJRT
+ * plugin, refcounted device storage, and the op call that runs any lowered
+ * ATen op. The PyTorch glue (torch_tpu/csrc) is its only client; nothing
+ * here knows PyTorch. All functions are thread-safe. */
+#ifndef TPU_RUNTIME_H
+#define TPU_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpu/dtype.h"
+#include "tpu/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- runtime ---- */
+
+/* Opens the plugin once; later calls with any path return OK. */
+tpu_status tpu_runtime_init(const char* plugin_path, int cpu_device_count);
+bool tpu_runtime_ready(void);
+int tpu_device_count(void);
+/* Plugin facts for get_device_name and the metrics report ("" before init). */
+const char* tpu_runtime_plugin_path(void);
+const char* tpu_runtime_platform(void);
+const char* tpu_runtime_platform_version(void);
+const char* tpu_runtime_xla_version(void);
+const char* tpu_runtime_device_kind(int device);
+void tpu_runtime_api_version(int* out_major, int* out_minor);
+
+/* ---- storage ---- */
+
+/* A device allocation of `nbytes`, refcounted. Its PJRT buffer is made on
+ * first write (reads of never-written storage see zeros). Never dereference
+ * a tpu_buffer* as memory: TPU buffers are tiled. */
+typedef struct tpu_buffer tpu_buffer;
+
+/* Hands back one reference through out_buffer. */
+tpu_status tpu_buffer_create(int device, size_t nbytes, tpu_buffer** out_buffer);
+void tpu_buffer_retain(tpu_buffer* buffer);  /* accepts NULL */
+void tpu_buffer_release(tpu_buffer* buffer); /* accepts NULL; frees at zero */
+size_t tpu_buffer_nbytes(const tpu_buffer* buffer);
+int tpu_buffer_device(const tpu_buffer* buffer);
+
+/* Live bytes of device storage per device, and the peak since reset. */
+int64_t tpu_memory_allocated(int device);
+int64_t tpu_memory_peak(int device);
+void tpu_memory_reset_peak(int device);
+
+/* ---- tensors: a strided view of a buffer ---- */
+
+typedef struct tpu_tensor {
+  tpu_buffer* buffer;  /* borrowed */
+  tpu_dtype dtype;
+  int rank;
+  int64_t sizes[TPU_MAX_RANK];
+  int64_t strides[TPU_MAX_RANK]; /* in elements */
+  int64_t offset;                /* in elements */
+} tpu_tensor;
+
+/* Copies a view to dense row-major host memory of numel * itemsize bytes. */
+tpu_status tpu_tensor_to_host(const tpu_tensor* src, void* dst);
+/* Writes dense row-major host data of the view's dtype and numel into it. */
+tpu_status tpu_tensor_from_host(const tpu_tensor* dst, const void* src);
+
+/* ---- op calls ---- */
+
+typedef enum tpu_arg_kind {
+  TPU_ARG_NONE = 0,    /* an absent optional */
+  TPU_ARG_TENSOR,      /* on the device */
+  TPU_ARG_TENSOR_LIST, /* entries may be TPU_ARG_NONE-like: buffer NULL */
+  TPU_ARG_SCALAR,      /* a Python number: runtime value, not compiled in */
+  TPU_ARG_INT,
+  TPU_ARG_FLOAT,
+  TPU_ARG_BOOL,
+  TPU_ARG_INT_LIST,
+  TPU_ARG_DTYPE,
+  TPU_ARG_STRING,
+  TPU_ARG_RNG,         /* a generator's (seed, offset) */
+} tpu_arg_kind;
+
+typedef struct tpu_arg {
+  tpu_arg_kind kind;
+  union {
+    tpu_tensor tensor;
+    struct { const tpu_tensor* items; int count; } tensors; /* item.buffer NULL = None */
+    struct { tpu_dtype type; double f; int64_t i; } scalar; /* type: TPU_BOOL, TPU_I64 or TPU_F64 */
+    int64_t i;
+    double f;
+    bool b;
+    struct { const int64_t* items; int count; } ints;
+    tpu_dtype dtype;
+    const char* string;
+    struct { uint64_t seed; uint64_t offset; } rng;
+  } u;
+} tpu_arg;
+
+/* One ATen op call. `name` is the schema name without namespace ("add_",
+ * "add"), overload its overload name ("Tensor", "out", ""). Outputs are the
+ * tensors the op writes: fresh ones (see tpu_op_infer), in-place self, or
+ * out= arguments; results are converted and written through their views. */
+typedef struct tpu_op_call {
+  const char* name;
+  const char* overload;
+  int device;
+  const tpu_arg* args;
+  int arg_count;
+  tpu_tensor* outputs;
+  int output_count;
+} tpu_op_call;
+
+typedef struct tpu_op_plan tpu_op_plan;
+
+/* Whether any lowering exists for this op name (with or without a trailing
+ * "_"). Cheap; lets the glue choose NotImplementedError or CPU fallback. */
+bool tpu_op_supported(const char* name, const char* overload);
+
+/* Finds the cached plan for this call's inputs; *out_plan is NULL on a miss
+ * (then the caller infers output types and calls tpu_op_plan_create). The
+ * plan is owned by the cache and lives until tpu_runtime shuts down. */
+tpu_status tpu_op_lookup(const tpu_op_call* call, tpu_op_plan** out_plan);
+/* Records the output dtypes and sizes for this call's signature. */
+tpu_status tpu_op_plan_create(const tpu_op_call* call, const tpu_dtype* out_dtypes,
+                              const int* out_ranks, const int64_t* const* out_sizes,
+                              tpu_op_plan** out_plan);
+int tpu_op_plan_output_count(const tpu_op_plan* plan);
+void tpu_op_plan_output(const tpu_op_plan* plan, int index, tpu_dtype* out_dtype, int* out_rank,
+                        const int64_t** out_sizes);
+/* Lowers (once per output layout), compiles (cached) and runs the call,
+ * writing every output. */
+tpu_status tpu_op_execute(tpu_op_plan* plan, const tpu_op_call* call);
+
+/* ---- metrics ---- */
+
+typedef enum tpu_counter {
+  TPU_COUNTER_COMPILE = 0,
+  TPU_COUNTER_CACHE_HIT,
+  TPU_COUNTER_EXECUTE,
+  TPU_COUNTER_TRANSFER_TO_DEVICE,
+  TPU_COUNTER_TRANSFER_TO_HOST,
+  TPU_COUNTER_BYTES_TO_DEVICE,
+  TPU_COUNTER_BYTES_TO_HOST,
+  TPU_COUNTER_COMPILE_NANOS,
+  TPU_COUNTER_COUNT
+} tpu_counter;
+
+const char* tpu_counter_name(tpu_counter counter); /* "compile", "cache_hit", ... */
+int64_t tpu_counter_get(tpu_counter counter);
+void tpu_counter_add(tpu_counter counter, int64_t amount);
+void tpu_counters_reset(void);
+
+/* Blocks until all work enqueued on `device` is done; returns its first error. */
+tpu_status tpu_device_synchronize(int device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

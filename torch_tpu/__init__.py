@@ -1,0 +1,60 @@
+"""torch_tpu: the "tpu" device for PyTorch, on a C runtime over PJRT.
+
+Importing torch is enough: PyTorch's backend autoload imports this package.
+"""
+import contextlib
+import os
+
+import torch
+
+from . import _plugin
+
+torch.utils.rename_privateuse1_backend("tpu")
+
+from . import _C  # noqa: E402  (needs the backend name first)
+
+_C._init(_plugin.find_plugin(), int(os.environ.get("TORCH_TPU_CPU_DEVICES", "0")))
+
+from . import device as _device_module  # noqa: E402
+from . import metrics  # noqa: E402,F401
+
+torch._register_device_module("tpu", _device_module)
+torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+
+if os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") not in ("", "0"):
+    _C._set_cpu_fallback(True)
+
+
+@contextlib.contextmanager
+def cpu_fallback(enabled=True):
+    """Runs ops that have no tpu lowering on the CPU inside the block (each
+    counted per op in torch_tpu.metrics.counters()["cpu_fallback_ops"])."""
+    previous = _C._cpu_fallback_enabled()
+    _C._set_cpu_fallback(enabled)
+    try:
+        yield
+    finally:
+        _C._set_cpu_fallback(previous)
+
+
+def _autoload():
+    """Entry point for PyTorch's backend autoload: importing is the work."""
+
+
+def _print_on_host():
+    """Formats tpu tensors from one host copy: printing is a sync point, and
+    the formatter's data-dependent steps (masked_select) belong on the host.
+    The device suffix still comes from the tpu tensor."""
+    import torch._tensor_str as tensor_str
+
+    original = tensor_str._tensor_str
+
+    def tensor_str_on_host(self, indent):
+        if self.device.type == "tpu":
+            self = self.cpu()
+        return original(self, indent)
+
+    tensor_str._tensor_str = tensor_str_on_host
+
+
+_print_on_host()

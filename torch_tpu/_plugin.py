@@ -1,0 +1,72 @@
+"""Finds the PJRT plugin to load, in the order DESIGN.md gives.
+
+Runs without importing torch (the C tests call it as a script)."""
+import glob
+import importlib.util
+import os
+import shutil
+
+
+def _package_dir(name):
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
+
+
+def _libtpu():
+    d = _package_dir("libtpu")
+    if d:
+        hits = glob.glob(os.path.join(d, "libtpu*.so"))
+        if hits:
+            return hits[0]
+    return None
+
+
+def _cuda():
+    if not (os.path.exists("/dev/nvidia0") or shutil.which("nvidia-smi")):
+        return None
+    try:
+        d = _package_dir("jax_plugins")
+    except ModuleNotFoundError:
+        return None
+    if d:
+        hits = sorted(glob.glob(os.path.join(d, "xla_cuda*", "xla_cuda_plugin.so")))
+        if hits:
+            return hits[-1]
+    return None
+
+
+def _cpu():
+    try:
+        d = _package_dir("xla_plugins.xla_cpu_pjrt")
+    except ModuleNotFoundError:
+        d = None
+    if d:
+        path = os.path.join(d, "xla_cpu_pjrt.so")
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def find_plugin():
+    """Returns the plugin path, or raises RuntimeError saying what to install."""
+    explicit = os.environ.get("TORCH_TPU_PJRT_PLUGIN")
+    if explicit:
+        if not os.path.exists(explicit):
+            raise RuntimeError(
+                f"TORCH_TPU_PJRT_PLUGIN={explicit!r} does not exist; point it at a PJRT plugin .so"
+            )
+        return explicit
+    for finder in (_libtpu, _cuda, _cpu):
+        path = finder()
+        if path:
+            return path
+    raise RuntimeError(
+        "torch_tpu found no PJRT plugin: install the CPU plugin with "
+        "`pip install xla-cpu-pjrt==0.0.1`, or set TORCH_TPU_PJRT_PLUGIN=/path/plugin.so"
+    )
+
+
+if __name__ == "__main__":
+    print(find_plugin())

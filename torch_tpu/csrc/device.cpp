@@ -1,0 +1,197 @@
+// The tpu device for PyTorch: storage allocator, device guard, hooks and
+// generators, each a thin shell over the C runtime.
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <random>
+
+#include "bridge.h"
+
+namespace torch_tpu {
+namespace {
+
+constexpr auto kTpu = c10::DeviceType::PrivateUse1;
+
+thread_local int current_index = 0;
+
+void release_buffer(void* context) { tpu_buffer_release(static_cast<tpu_buffer*>(context)); }
+
+// Storage holds a tpu_buffer handle as its data pointer: an opaque address
+// that identifies the storage, never memory to read.
+struct TpuAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    int device = current_device();
+    tpu_buffer* buffer = nullptr;
+    check(tpu_buffer_create(device, nbytes, &buffer));
+    return {buffer, buffer, &release_buffer, c10::Device(kTpu, static_cast<c10::DeviceIndex>(device))};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release_buffer; }
+  void copy_data(void*, const void*, std::size_t) const override {
+    TORCH_CHECK(false, "tpu storage cannot be copied as raw bytes; use tensor.copy_()");
+  }
+};
+
+TpuAllocator tpu_allocator;
+
+struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kTpu; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    c10::Device old = getDevice();
+    setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override {
+    return c10::Device(kTpu, static_cast<c10::DeviceIndex>(current_index));
+  }
+  void setDevice(c10::Device d) const override {
+    if (d.index() >= 0) set_current_device(d.index());
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) current_index = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(tpu_device_count());
+  }
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuard);
+
+// Philox-free generator state: the runtime derives each op's random bits
+// from (seed, offset) with XLA's ThreeFry, so the state is just those two.
+struct TpuGenerator final : c10::GeneratorImpl {
+  explicit TpuGenerator(c10::DeviceIndex index)
+      : c10::GeneratorImpl(c10::Device(kTpu, index), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
+  void set_current_seed(uint64_t seed) override {
+    seed_ = seed;
+    offset_ = 0;
+  }
+  void set_offset(uint64_t offset) override { offset_ = offset; }
+  uint64_t get_offset() const override { return offset_; }
+  uint64_t current_seed() const override { return seed_; }
+  uint64_t seed() override {
+    uint64_t s = std::random_device{}() ^
+                 static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    set_current_seed(s);
+    return s;
+  }
+  void set_state(const c10::TensorImpl& state) override {
+    TORCH_CHECK(state.numel() == 16 && state.dtype() == at::kByte,
+                "tpu generator state must be a uint8 tensor of 16 bytes (seed, offset), got ",
+                state.numel(), " elements of ", state.dtype());
+    const auto* words = static_cast<const uint64_t*>(state.data());
+    seed_ = words[0];
+    offset_ = words[1];
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    at::Tensor state = at::empty({16}, at::kByte);
+    auto* words = static_cast<uint64_t*>(state.data_ptr());
+    words[0] = seed_;
+    words[1] = offset_;
+    return state.getIntrusivePtr();
+  }
+  TpuGenerator* clone_impl() const override {
+    auto* g = new TpuGenerator(device().index());
+    g->seed_ = seed_;
+    g->offset_ = offset_;
+    return g;
+  }
+  uint64_t seed_ = 67280421310721ull;  // PyTorch's default seed
+  uint64_t offset_ = 0;
+};
+
+std::vector<at::Generator>& generators() {
+  static std::vector<at::Generator> all;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int i = 0; i < tpu_device_count(); i++)
+      all.push_back(at::make_generator<TpuGenerator>(static_cast<c10::DeviceIndex>(i)));
+  });
+  return all;
+}
+
+struct TpuHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return tpu_runtime_ready() && tpu_device_count() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(tpu_device_count()); }
+  c10::DeviceIndex getCurrentDevice() const override { return static_cast<c10::DeviceIndex>(current_index); }
+  void setCurrentDevice(c10::DeviceIndex d) const override { set_current_device(d); }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override {
+    return default_generator(index < 0 ? current_index : index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override {
+    return at::make_generator<TpuGenerator>(index < 0 ? static_cast<c10::DeviceIndex>(current_index) : index);
+  }
+  at::Device getDeviceFromPtr(void* data) const override {
+    return c10::Device(kTpu, static_cast<c10::DeviceIndex>(tpu_buffer_device(static_cast<tpu_buffer*>(data))));
+  }
+};
+
+struct RegisterHooks {
+  RegisterHooks() { at::RegisterPrivateUse1HooksInterface(new TpuHooks()); }
+} register_hooks;
+
+std::atomic<bool> fallback_enabled{false};
+std::mutex fallback_mutex;
+std::map<std::string, int64_t> fallback_counts;
+
+}  // namespace
+
+c10::Allocator* allocator() { return &tpu_allocator; }
+int current_device() { return current_index; }
+
+void check_device_index(int index) {
+  int count = tpu_device_count();
+  TORCH_CHECK(index >= 0 && index < count, "tpu:", index, " is not a valid device: there ",
+              count == 1 ? "is 1 tpu device (tpu:0)" : "are " + std::to_string(count) + " tpu devices",
+              "; pick an index from 0 to ", count - 1);
+}
+
+void set_current_device(int index) {
+  check_device_index(index);
+  current_index = index;
+}
+
+const at::Generator& default_generator(int device) {
+  check_device_index(device);
+  return generators()[device];
+}
+
+void next_rng_state(const std::optional<at::Generator>& generator, int device, uint64_t* seed,
+                    uint64_t* offset) {
+  at::Generator g = generator.has_value() && generator->defined() ? *generator : default_generator(device);
+  TORCH_CHECK(g.device().type() == kTpu, "a random op on tpu got a generator for ", g.device(),
+              "; pass torch.Generator(device=\"tpu\") or none");
+  std::lock_guard<std::mutex> lock(g.mutex());
+  auto* impl = g.get<TpuGenerator>();
+  *seed = impl->seed_;
+  *offset = impl->offset_++;
+}
+
+bool cpu_fallback_enabled() { return fallback_enabled.load(); }
+void set_cpu_fallback(bool enabled) { fallback_enabled.store(enabled); }
+
+void count_cpu_fallback(const std::string& op) {
+  std::lock_guard<std::mutex> lock(fallback_mutex);
+  fallback_counts[op]++;
+}
+
+std::map<std::string, int64_t> cpu_fallback_counts() {
+  std::lock_guard<std::mutex> lock(fallback_mutex);
+  return fallback_counts;
+}
+
+void reset_cpu_fallback_counts() {
+  std::lock_guard<std::mutex> lock(fallback_mutex);
+  fallback_counts.clear();
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,293 @@
+// The one boxed kernel behind every lowered ATen op: converts the stack to a
+// tpu_op_call, asks PyTorch's meta kernels for output types on the first
+// call of each signature, allocates outputs and runs the C op.
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <deque>
+#include <sstream>
+
+#include "bridge.h"
+
+namespace torch_tpu {
+namespace {
+
+constexpr auto kTpu = c10::DeviceType::PrivateUse1;
+
+bool is_out_argument(const c10::Argument& a) {
+  return a.alias_info() && a.alias_info()->isWrite() && a.kwarg_only();
+}
+
+bool is_mutable(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
+
+c10::TypeKind kind_of(const c10::Argument& a) {
+  c10::TypePtr type = a.real_type();
+  if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+  return type->kind();
+}
+
+// Converts one op's stack into C arguments, keeping what they point into alive.
+struct CallArgs {
+  std::vector<tpu_arg> args;
+  std::deque<std::vector<int64_t>> int_lists;
+  std::deque<std::vector<tpu_tensor>> tensor_lists;
+  std::vector<at::Tensor> uploads;  // 0-d CPU tensors moved to the device
+  std::deque<std::string> strings;
+  int device = -1;
+  const char* op = "";
+
+  void note_device(const at::Tensor& t) {
+    if (device < 0) device = t.device().index();
+    TORCH_CHECK(device == t.device().index(), op, ": expected all tensors on the same device, but found tpu:",
+                device, " and ", t.device(), "; move them with .to(\"tpu:", device, "\")");
+  }
+
+  tpu_tensor device_tensor(const at::Tensor& t, bool allow_cpu_list_item) {
+    if (t.device().type() != kTpu) {
+      TORCH_CHECK(t.dim() == 0 || allow_cpu_list_item, op,
+                  ": expected all tensors on the same device, but found ", t.device(), " (shape ", t.sizes(),
+                  ") beside tpu tensors; move it with .to(\"tpu\")");
+      uploads.push_back(t.to(c10::Device(kTpu, static_cast<c10::DeviceIndex>(device < 0 ? current_device() : device))));
+      return to_tpu_tensor(uploads.back(), op);
+    }
+    note_device(t);
+    return to_tpu_tensor(t, op);
+  }
+
+  tpu_arg scalar(const c10::Scalar& s) {
+    tpu_arg a{};
+    a.kind = TPU_ARG_SCALAR;
+    if (s.isFloatingPoint()) {
+      a.u.scalar.type = TPU_F64;
+      a.u.scalar.f = s.toDouble();
+    } else if (s.isBoolean()) {
+      a.u.scalar.type = TPU_BOOL;
+      a.u.scalar.i = s.toBool();
+    } else {
+      TORCH_CHECK_NOT_IMPLEMENTED(s.isIntegral(false), op, ": complex numbers are not supported on tpu");
+      a.u.scalar.type = TPU_I64;
+      a.u.scalar.i = s.toLong();
+    }
+    return a;
+  }
+
+  tpu_arg tensor_list(const std::vector<std::optional<at::Tensor>>& items) {
+    auto& list = tensor_lists.emplace_back();
+    for (const auto& t : items) list.push_back(t && t->defined() ? device_tensor(*t, true) : tpu_tensor{});
+    tpu_arg a{};
+    a.kind = TPU_ARG_TENSOR_LIST;
+    a.u.tensors.items = list.data();
+    a.u.tensors.count = static_cast<int>(list.size());
+    return a;
+  }
+
+  tpu_arg convert(const c10::Argument& schema, const c10::IValue& v) {
+    tpu_arg a{};
+    c10::TypeKind kind = kind_of(schema);
+    if (kind == c10::TypeKind::GeneratorType) {
+      a.kind = TPU_ARG_RNG;
+      std::optional<at::Generator> g;
+      if (v.isGenerator()) g = v.toGenerator();
+      next_rng_state(g, device < 0 ? current_device() : device, &a.u.rng.seed, &a.u.rng.offset);
+      return a;
+    }
+    if (v.isNone()) return a;
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) return a;
+      if (t.device().type() != kTpu && t.unsafeGetTensorImpl()->is_wrapped_number()) return scalar(t.item());
+      a.kind = TPU_ARG_TENSOR;
+      a.u.tensor = device_tensor(t, false);
+      return a;
+    }
+    switch (kind) {
+      case c10::TypeKind::NumberType: return scalar(v.toScalar());
+      case c10::TypeKind::ScalarTypeType:
+        a.kind = TPU_ARG_DTYPE;
+        a.u.dtype = to_tpu_dtype(static_cast<at::ScalarType>(v.toInt()), op);
+        return a;
+      case c10::TypeKind::LayoutType:
+      case c10::TypeKind::MemoryFormatType:
+      case c10::TypeKind::DeviceObjType:
+        return a;  // placement hints: outputs are always dense tpu tensors
+      default: break;
+    }
+    if (v.isBool()) {
+      a.kind = TPU_ARG_BOOL;
+      a.u.b = v.toBool();
+    } else if (v.isInt() || v.isSymInt()) {
+      a.kind = TPU_ARG_INT;
+      a.u.i = v.isInt() ? v.toInt() : v.toSymInt().guard_int(__FILE__, __LINE__);
+    } else if (v.isDouble()) {
+      a.kind = TPU_ARG_FLOAT;
+      a.u.f = v.toDouble();
+    } else if (v.isIntList() || v.isSymIntList()) {
+      auto& list = int_lists.emplace_back(v.isIntList() ? v.toIntVector()
+                                                        : c10::asIntArrayRefSlow(v.toSymIntList().vec(), __FILE__, __LINE__).vec());
+      a.kind = TPU_ARG_INT_LIST;
+      a.u.ints.items = list.data();
+      a.u.ints.count = static_cast<int>(list.size());
+    } else if (v.isTensorList()) {
+      std::vector<std::optional<at::Tensor>> items;
+      for (const at::Tensor& t : v.toTensorVector()) items.emplace_back(t);
+      return tensor_list(items);
+    } else if (v.isOptionalTensorList()) {
+      return tensor_list(v.toOptionalTensorList().vec());
+    } else if (v.isString()) {
+      a.kind = TPU_ARG_STRING;
+      a.u.string = strings.emplace_back(v.toStringRef()).c_str();
+    } else {
+      TORCH_CHECK_NOT_IMPLEMENTED(false, op, ": argument '", schema.name(), "' of type ", v.tagKind(),
+                                  " is not supported on tpu");
+    }
+    return a;
+  }
+};
+
+at::Tensor to_meta(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != kTpu) return t;
+  int64_t storage_numel = static_cast<int64_t>(t.storage().nbytes() / t.dtype().itemsize());
+  return at::empty({storage_numel}, t.options().device(at::kMeta)).as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
+c10::IValue to_meta(const c10::Argument& schema, const c10::IValue& v) {
+  if (kind_of(schema) == c10::TypeKind::GeneratorType) return c10::IValue();
+  if (v.isTensor()) return to_meta(v.toTensor());
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> items;
+    for (const at::Tensor& t : v.toTensorVector()) items.push_back(to_meta(t));
+    return items;
+  }
+  if (v.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> items;
+    for (const auto& t : v.toOptionalTensorList().vec())
+      items.push_back(t.has_value() ? std::optional<at::Tensor>(to_meta(*t)) : std::nullopt);
+    return items;
+  }
+  return v;
+}
+
+// Runs the op's meta kernel on stand-in tensors: PyTorch's own shape and
+// dtype rules (and its error messages for bad input) decide the outputs.
+std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& inputs) {
+  const auto& arguments = op.schema().arguments();
+  torch::jit::Stack meta;
+  for (size_t i = 0; i < arguments.size(); i++) meta.push_back(to_meta(arguments[i], inputs[i]));
+  op.callBoxed(&meta);
+  std::vector<at::Tensor> outputs;
+  for (const auto& v : meta) {
+    TORCH_CHECK_NOT_IMPLEMENTED(v.isTensor(), "aten::", op.schema().name(), ": returns a ", v.tagKind(),
+                                ", which the tpu fallback does not support");
+    outputs.push_back(v.toTensor());
+  }
+  return outputs;
+}
+
+std::string describe(const c10::OperatorHandle& op, const torch::jit::Stack& inputs) {
+  std::ostringstream s;
+  s << op.schema().name();
+  if (!op.schema().overload_name().empty()) s << "." << op.schema().overload_name();
+  s << "(";
+  for (size_t i = 0; i < inputs.size(); i++) {
+    if (i) s << ", ";
+    const auto& v = inputs[i];
+    if (v.isTensor() && v.toTensor().defined())
+      s << v.toTensor().scalar_type() << v.toTensor().sizes() << (v.toTensor().is_contiguous() ? "" : " (strided)");
+    else if (v.isScalar() || v.isIntList() || v.isBool())
+      s << v;
+    else
+      s << v.tagKind();
+  }
+  s << ")";
+  return s.str();
+}
+
+[[noreturn]] void no_lowering(const c10::OperatorHandle& op) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(),
+                              op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name(),
+                              " has no tpu lowering yet. To run it on the CPU instead, set "
+                              "TORCH_TPU_CPU_FALLBACK=1 or use `with torch_tpu.cpu_fallback():`.");
+}
+
+}  // namespace
+
+void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  std::string name = schema.name();
+  const char* base = name.c_str() + (name.rfind("::") == std::string::npos ? 0 : name.rfind("::") + 2);
+  if (!tpu_op_supported(base, schema.overload_name().c_str())) {
+    if (!cpu_fallback_enabled()) no_lowering(op);
+    count_cpu_fallback(name + (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
+    at::native::cpu_fallback(op, stack);
+    return;
+  }
+  const auto& arguments = schema.arguments();
+  size_t n = arguments.size();
+  torch::jit::Stack inputs(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
+
+  CallArgs call_args;
+  call_args.op = name.c_str();
+  std::vector<at::Tensor> targets;  // in-place self and out= tensors, in order
+  for (size_t i = 0; i < n; i++) {
+    const c10::IValue& v = inputs[i];
+    if (is_mutable(arguments[i]) && v.isTensor()) {
+      targets.push_back(v.toTensor());
+      if (targets.back().device().type() == kTpu) call_args.note_device(targets.back());
+    }
+    if (!is_out_argument(arguments[i])) call_args.args.push_back(call_args.convert(arguments[i], v));
+  }
+  if (call_args.device < 0) call_args.device = current_device();
+  c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(call_args.device)));
+
+  tpu_op_call call{base, schema.overload_name().c_str(), call_args.device, call_args.args.data(),
+                   static_cast<int>(call_args.args.size()), nullptr, 0};
+  tpu_op_plan* plan = nullptr;
+  check(tpu_op_lookup(&call, &plan));
+  if (!plan) {
+    std::vector<at::Tensor> metas = infer_outputs(op, inputs);
+    std::vector<tpu_dtype> dtypes;
+    std::vector<int> ranks;
+    std::vector<const int64_t*> sizes;
+    for (const at::Tensor& m : metas) {
+      dtypes.push_back(to_tpu_dtype(m.scalar_type(), name.c_str()));
+      ranks.push_back(static_cast<int>(m.dim()));
+      sizes.push_back(m.sizes().data());
+    }
+    call.output_count = static_cast<int>(metas.size());
+    check(tpu_op_plan_create(&call, dtypes.data(), ranks.data(), sizes.data(), &plan));
+  }
+
+  int count = tpu_op_plan_output_count(plan);
+  std::vector<at::Tensor> results;
+  for (int k = 0; k < count; k++) {
+    tpu_dtype dtype;
+    int rank;
+    const int64_t* sizes;
+    tpu_op_plan_output(plan, k, &dtype, &rank, &sizes);
+    at::IntArrayRef shape(sizes, static_cast<size_t>(rank));
+    if (targets.empty()) {
+      results.push_back(at::detail::empty_generic(shape, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                  to_scalar_type(dtype), std::nullopt));
+    } else {
+      TORCH_CHECK(k < static_cast<int>(targets.size()), name, ": expected ", count, " output tensors");
+      at::Tensor& out = targets[static_cast<size_t>(k)];
+      if (!out.sizes().equals(shape)) at::native::resize_output(out, shape);
+      results.push_back(out);
+    }
+  }
+  std::vector<tpu_tensor> outputs;
+  for (const at::Tensor& r : results) outputs.push_back(to_tpu_tensor(r, name.c_str()));
+  call.outputs = outputs.data();
+  call.output_count = static_cast<int>(outputs.size());
+  tpu_status status = tpu_op_execute(plan, &call);
+  if (status) check(tpu_status_annotate(status, "%s: ", describe(op, inputs).c_str()));
+
+  torch::jit::drop(*stack, n);
+  for (at::Tensor& r : results) stack->emplace_back(std::move(r));
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,176 @@
+// The kernels PyTorch needs registered directly for the tpu device (creation,
+// views, copies, resize, item), and the one boxed fallback that sends every
+// other ATen op to the C runtime's lowering table.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "bridge.h"
+
+namespace torch_tpu {
+namespace {
+
+constexpr auto kTpu = c10::DeviceType::PrivateUse1;
+
+int device_of(std::optional<at::Device> device) {
+  int index = device.has_value() && device->has_index() ? device->index() : current_device();
+  check_device_index(index);
+  return index;
+}
+
+at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout>, std::optional<at::Device> device,
+                               std::optional<bool>, std::optional<at::MemoryFormat> memory_format) {
+  c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(device_of(device))));
+  auto type = dtype.value_or(at::get_default_dtype_as_scalartype());
+  to_tpu_dtype(type, "torch.empty");
+  return at::detail::empty_generic(size, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   type, memory_format);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>) {
+  c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(device_of(device))));
+  auto type = dtype.value_or(at::get_default_dtype_as_scalartype());
+  to_tpu_dtype(type, "torch.empty_strided");
+  return at::detail::empty_strided_generic(size, stride, allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), type);
+}
+
+// Copies `nbytes` from the start of one storage into a new, larger one.
+void copy_storage_prefix(tpu_buffer* from, tpu_buffer* to, at::ScalarType type, int64_t numel) {
+  tpu_tensor src{from, to_tpu_dtype(type, "resize_"), 1, {numel}, {1}, 0};
+  tpu_tensor dst = src;
+  dst.buffer = to;
+  tpu_arg arg{};
+  arg.kind = TPU_ARG_TENSOR;
+  arg.u.tensor = src;
+  tpu_op_call call{"copy_", "", tpu_buffer_device(to), &arg, 1, &dst, 1};
+  tpu_op_plan* plan = nullptr;
+  check(tpu_op_lookup(&call, &plan));
+  if (!plan) {
+    const int64_t* sizes = src.sizes;
+    check(tpu_op_plan_create(&call, &src.dtype, &src.rank, &sizes, &plan));
+  }
+  check(tpu_op_execute(plan, &call));
+}
+
+const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  size_t item = self.dtype().itemsize();
+  size_t needed = (static_cast<size_t>(self.storage_offset()) + static_cast<size_t>(self.numel())) * item;
+  const c10::Storage& storage = self.storage();
+  if (self.numel() > 0 && needed > storage.nbytes()) {
+    TORCH_CHECK(storage.resizable(), "resize_: the storage of this tpu tensor is not resizable");
+    c10::DeviceGuard guard(self.device());
+    c10::DataPtr grown = allocator()->allocate(needed);
+    size_t old_bytes = storage.nbytes();
+    if (old_bytes >= item)
+      copy_storage_prefix(static_cast<tpu_buffer*>(storage.data_ptr().get()),
+                          static_cast<tpu_buffer*>(grown.get()), self.scalar_type(),
+                          static_cast<int64_t>(old_bytes / item));
+    storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(grown));
+    storage.unsafeGetStorageImpl()->set_nbytes(needed);
+  }
+  if (memory_format.has_value()) impl->empty_tensor_restride(*memory_format);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, at::IntArrayRef size,
+                        at::IntArrayRef stride) {
+  self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(source));
+  self.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
+  return self;
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  return set_storage(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+}
+
+// Copies between tpu and host, or within tpu (an op program that converts
+// dtype and broadcasts), for every layout on either side.
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (self.numel() == 0) return self;
+  bool to_tpu = self.device().type() == kTpu, from_tpu = src.device().type() == kTpu;
+  if (to_tpu && from_tpu && self.device() == src.device()) {
+    c10::DeviceGuard guard(self.device());
+    tpu_arg arg{};
+    arg.kind = TPU_ARG_TENSOR;
+    arg.u.tensor = to_tpu_tensor(src, "copy_");
+    tpu_tensor out = to_tpu_tensor(self, "copy_");
+    tpu_op_call call{"copy_", "", self.device().index(), &arg, 1, &out, 1};
+    tpu_op_plan* plan = nullptr;
+    check(tpu_op_lookup(&call, &plan));
+    if (!plan) {
+      const int64_t* sizes = out.sizes;
+      check(tpu_op_plan_create(&call, &out.dtype, &out.rank, &sizes, &plan));
+    }
+    check(tpu_op_execute(plan, &call));
+    return self;
+  }
+  if (to_tpu) {
+    at::Tensor host = src.to(at::kCPU).to(self.scalar_type()).expand_as(self).contiguous();
+    tpu_tensor dst = to_tpu_tensor(self, "copy_");
+    check(tpu_tensor_from_host(&dst, host.data_ptr()));
+    return self;
+  }
+  TORCH_CHECK(from_tpu, "copy_: neither side is a tpu tensor");
+  at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
+  tpu_tensor view = to_tpu_tensor(src, "copy_");
+  check(tpu_tensor_to_host(&view, host.data_ptr()));
+  self.copy_(host);
+  return self;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor out = dst;
+  copy_(out, self, non_blocking);
+  return out;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (!dst.sizes().equals(self.sizes())) dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  tpu_tensor view = to_tpu_tensor(self, "item");
+  check(tpu_tensor_to_host(&view, host.data_ptr()));
+  return at::_local_scalar_dense(host);
+}
+
+}  // namespace
+
+void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("copy_", copy_);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
+}
+
+}  // namespace torch_tpu

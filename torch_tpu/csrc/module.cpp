@@ -1,0 +1,79 @@
+// torch_tpu._C: the Python entry points of the runtime (init, device facts,
+// memory, counters, RNG state, CPU fallback switch).
+#include <torch/extension.h>
+
+#include "bridge.h"
+
+namespace torch_tpu {
+namespace {
+
+void init(const std::string& plugin_path, int cpu_device_count) {
+  check(tpu_runtime_init(plugin_path.c_str(), cpu_device_count));
+}
+
+py::dict runtime_info() {
+  py::dict info;
+  int major = 0, minor = 0;
+  tpu_runtime_api_version(&major, &minor);
+  info["plugin_path"] = tpu_runtime_plugin_path();
+  info["platform"] = tpu_runtime_platform();
+  info["platform_version"] = tpu_runtime_platform_version();
+  info["xla_version"] = tpu_runtime_xla_version();
+  info["pjrt_api_version"] = std::to_string(major) + "." + std::to_string(minor);
+  info["device_count"] = tpu_device_count();
+  return info;
+}
+
+std::string device_kind(int device) {
+  check_device_index(device);
+  return tpu_runtime_device_kind(device);
+}
+
+py::dict counters() {
+  py::dict out;
+  for (int c = 0; c < TPU_COUNTER_COUNT; c++)
+    out[tpu_counter_name(static_cast<tpu_counter>(c))] = tpu_counter_get(static_cast<tpu_counter>(c));
+  int64_t total = 0;
+  py::dict per_op;
+  for (const auto& [op, n] : cpu_fallback_counts()) {
+    per_op[op.c_str()] = n;
+    total += n;
+  }
+  out["cpu_fallback"] = total;
+  out["cpu_fallback_ops"] = per_op;
+  return out;
+}
+
+void reset_counters() {
+  tpu_counters_reset();
+  reset_cpu_fallback_counts();
+}
+
+at::Generator generator(int device) { return default_generator(device); }
+
+void synchronize(int device) {
+  check_device_index(device);
+  py::gil_scoped_release release;
+  check(tpu_device_synchronize(device));
+}
+
+}  // namespace
+}  // namespace torch_tpu
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_tpu;
+  m.def("_init", &init);
+  m.def("_runtime_info", &runtime_info);
+  m.def("_device_kind", &device_kind);
+  m.def("_current_device", &current_device);
+  m.def("_set_device", &set_current_device);
+  m.def("_synchronize", &synchronize);
+  m.def("_memory_allocated", [](int d) { check_device_index(d); return tpu_memory_allocated(d); });
+  m.def("_max_memory_allocated", [](int d) { check_device_index(d); return tpu_memory_peak(d); });
+  m.def("_reset_peak_memory_stats", [](int d) { check_device_index(d); tpu_memory_reset_peak(d); });
+  m.def("_default_generator", &generator);
+  m.def("_counters", &counters);
+  m.def("_reset_counters", &reset_counters);
+  m.def("_set_cpu_fallback", &set_cpu_fallback);
+  m.def("_cpu_fallback_enabled", &cpu_fallback_enabled);
+}

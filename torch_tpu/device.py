@@ -1,0 +1,114 @@
+"""torch.tpu: the device module, shaped like torch.cuda."""
+import torch
+
+from . import _C
+
+
+def is_available():
+    return _C._runtime_info()["device_count"] > 0
+
+
+def device_count():
+    return _C._runtime_info()["device_count"]
+
+
+def current_device():
+    return _C._current_device()
+
+
+def _index(device):
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "tpu":
+        raise ValueError(f"expected a tpu device, got {device}")
+    return current_device() if device.index is None else device.index
+
+
+def set_device(device):
+    _C._set_device(_index(device))
+
+
+def synchronize(device=None):
+    """Waits for every op enqueued on the device; raises the first error."""
+    _C._synchronize(_index(device))
+
+
+def get_device_name(device=None):
+    """The plugin's platform and the device kind, e.g. "cpu (XLA cpu device)"."""
+    info = _C._runtime_info()
+    return f"{info['platform']} ({_C._device_kind(_index(device))})"
+
+
+def get_device_properties(device=None):
+    info = dict(_C._runtime_info())
+    info["device_kind"] = _C._device_kind(_index(device))
+    return info
+
+
+def memory_allocated(device=None):
+    return _C._memory_allocated(_index(device))
+
+
+def max_memory_allocated(device=None):
+    return _C._max_memory_allocated(_index(device))
+
+
+def reset_peak_memory_stats(device=None):
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def _generator(device=None):
+    return _C._default_generator(_index(device))
+
+
+def manual_seed(seed, device=None):
+    _generator(device).manual_seed(int(seed))
+
+
+def manual_seed_all(seed):
+    for i in range(device_count()):
+        _C._default_generator(i).manual_seed(int(seed))
+
+
+def seed(device=None):
+    return _generator(device).seed()
+
+
+def seed_all():
+    for i in range(device_count()):
+        _C._default_generator(i).seed()
+
+
+def initial_seed(device=None):
+    return _generator(device).initial_seed()
+
+
+def get_rng_state(device=None):
+    return _generator(device).get_state()
+
+
+def set_rng_state(new_state, device=None):
+    _generator(device).set_state(new_state)
+
+
+def _is_in_bad_fork():
+    return False
+
+
+class device:
+    """Context manager that makes `index` the current tpu device."""
+
+    def __init__(self, index):
+        self.index = _index(index)
+        self.previous = None
+
+    def __enter__(self):
+        self.previous = current_device()
+        set_device(self.index)
+
+    def __exit__(self, *exc):
+        set_device(self.previous)
+        return False
