@@ -13,10 +13,12 @@ static const PJRT_Buffer_Type buffer_types[TPU_DTYPE_COUNT] = {
     [TPU_I32] = PJRT_Buffer_Type_S32,   [TPU_I64] = PJRT_Buffer_Type_S64,
     [TPU_F16] = PJRT_Buffer_Type_F16,   [TPU_BF16] = PJRT_Buffer_Type_BF16,
     [TPU_F32] = PJRT_Buffer_Type_F32,   [TPU_F64] = PJRT_Buffer_Type_F64,
+    [TPU_U32] = PJRT_Buffer_Type_U32,   [TPU_U64] = PJRT_Buffer_Type_U64,
 };
 
 static tpu_status check_shape(tpu_dtype dtype, const int64_t* dims, int rank, const void* data) {
-  if ((unsigned)dtype >= TPU_DTYPE_COUNT)
+  /* An INVALID type CHECK-fails inside the plugin: reject it here. */
+  if ((unsigned)dtype >= TPU_DTYPE_COUNT || buffer_types[dtype] == PJRT_Buffer_Type_INVALID)
     return TPU_ERROR(TPU_INVALID_ARGUMENT, "buffer_from_host: invalid dtype %d", (int)dtype);
   if (rank < 0 || rank > TPU_MAX_RANK)
     return TPU_ERROR(TPU_INVALID_ARGUMENT, "buffer_from_host: rank %d outside [0, %d]", rank,

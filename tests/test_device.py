@@ -1,0 +1,203 @@
+"""The tpu device itself: autoload, torch.tpu, copies, memory, metrics,
+errors and the CPU fallback switch."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_tpu
+from parity import assert_close
+
+
+def test_autoload_without_importing_torch_tpu():
+    code = "import torch; x = torch.ones(3, device='tpu'); print(x.device, (x + 1).sum().item())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "tpu:0 6.0"
+
+
+def test_device_module():
+    assert torch.tpu.is_available()
+    n = torch.tpu.device_count()
+    assert n >= 1
+    assert torch.tpu.current_device() == 0
+    name = torch.tpu.get_device_name()
+    assert name.startswith(torch_tpu._C._runtime_info()["platform"])
+    if n > 1:
+        torch.tpu.set_device(1)
+        try:
+            assert torch.tpu.current_device() == 1
+            assert torch.empty(2, device="tpu").device == torch.device("tpu:1")
+        finally:
+            torch.tpu.set_device(0)
+    torch.tpu.synchronize()
+
+
+def test_tensor_and_module_helpers():
+    x = torch.arange(4.0)
+    t = x.tpu()
+    assert t.is_tpu and not x.is_tpu
+    m = torch.nn.Linear(2, 2).tpu()
+    assert all(p.device.type == "tpu" for p in m.parameters())
+
+
+def test_printing_matches_cpu():
+    x = torch.tensor([[1.5, -2.0], [3.25, float("nan")]])
+    text = repr(x.to("tpu"))
+    assert text.endswith("device='tpu:0')")
+    assert repr(x)[len("tensor("):-1] in text
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64,
+                                   torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool])
+def test_round_trip_all_dtypes(dtype):
+    x = (torch.randn(3, 5) * 10).to(dtype)
+    assert torch.equal(x.to("tpu").cpu(), x)
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (3, 0, 2), (7,), (2, 3, 4)])
+def test_round_trip_shapes(shape):
+    x = torch.randn(shape)
+    assert torch.equal(x.to("tpu").cpu(), x)
+
+
+def test_copy_non_contiguous_both_ways():
+    base = torch.randn(6, 8)
+    t = base.to("tpu")
+    # tpu view -> host
+    assert torch.equal(t[1::2, ::3].cpu(), base[1::2, ::3])
+    assert torch.equal(t.t().cpu(), base.t())
+    # host view -> tpu view, the rest of the storage kept
+    src = torch.randn(8, 6).t()  # non-contiguous host source
+    t[:, :].copy_(src)
+    assert torch.equal(t.cpu(), src)
+    t.t()[::2].copy_(torch.zeros(4, 6))
+    expect = src.clone()
+    expect.t()[::2] = 0
+    assert torch.equal(t.cpu(), expect)
+    # tpu -> non-contiguous host destination, with a dtype change
+    dst = torch.empty(8, 6, dtype=torch.float64).t()
+    dst.copy_(t)
+    assert torch.equal(dst, expect.double())
+
+
+def test_device_to_device_copy_and_item():
+    a = torch.randn(4, 4, device="tpu")
+    b = torch.empty(4, 4, device="tpu", dtype=torch.float64)
+    b.copy_(a.t())
+    assert torch.equal(b.cpu(), a.cpu().t().double())
+    if torch.tpu.device_count() > 1:
+        c = a.to("tpu:1")
+        assert c.device == torch.device("tpu:1") and torch.equal(c.cpu(), a.cpu())
+    assert a[1, 2].item() == a.cpu()[1, 2].item()
+    assert torch.tensor(7, device="tpu").item() == 7
+
+
+def test_views_share_storage_and_writes_go_through():
+    x = torch.zeros(4, 6, device="tpu")
+    v = x.view(2, 12)
+    v[1].fill_(3.0)
+    x[:, 1] = 5.0
+    expect = torch.zeros(4, 6)
+    expect.view(2, 12)[1] = 3.0
+    expect[:, 1] = 5.0
+    assert torch.equal(x.cpu(), expect)
+    assert x.data_ptr() == v.data_ptr()
+
+
+def test_memory_accounting():
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    x = torch.empty(1024, device="tpu")
+    assert torch.tpu.memory_allocated() == before + 4096
+    torch.tpu.reset_peak_memory_stats()
+    peak = torch.tpu.max_memory_allocated()
+    del x
+    assert torch.tpu.memory_allocated() == before
+    assert torch.tpu.max_memory_allocated() == peak
+
+
+def test_metrics_and_runtime_scalars_do_not_recompile():
+    keys = torch_tpu.metrics.counters()
+    for k in ("compile", "cache_hit", "execute", "cpu_fallback", "transfer_to_device", "transfer_to_host"):
+        assert k in keys
+    x = torch.randn(5, 3, device="tpu")
+    y = x * 1.5 + 2.0  # compile these signatures once
+    compiles = torch_tpu.metrics.counters()["compile"]
+    for value in (3.0, -1.25, 1e6):
+        y = x * value + value
+        assert_close(y, x.cpu() * value + value)
+    assert torch_tpu.metrics.counters()["compile"] == compiles
+    assert "compiles:" in torch_tpu.metrics.report()
+
+
+def test_rng_state_and_seeds():
+    torch.manual_seed(123)
+    a = torch.randn(100, device="tpu")
+    state = torch.tpu.get_rng_state()
+    b = torch.randn(100, device="tpu")
+    torch.tpu.set_rng_state(state)
+    c = torch.randn(100, device="tpu")
+    assert torch.equal(b.cpu(), c.cpu()) and not torch.equal(a.cpu(), b.cpu())
+    torch.tpu.manual_seed_all(5)
+    assert torch.tpu.initial_seed() == 5
+    assert isinstance(torch.tpu.seed(), int)
+
+
+UNLOWERED = lambda x: torch.special.bessel_j0(x)  # noqa: E731  (an op nobody lowers)
+
+
+def test_unlowered_op_raises_not_implemented_naming_it():
+    x = torch.rand(3, device="tpu")
+    with pytest.raises(NotImplementedError, match="special_bessel_j0.*TORCH_TPU_CPU_FALLBACK"):
+        UNLOWERED(x)
+    assert (x + 1).shape == (3,)  # the process keeps working
+
+
+def test_cpu_fallback_context_counts_per_op():
+    x = torch.rand(3, device="tpu")
+    def bessel_count():
+        ops = torch_tpu.metrics.counters()["cpu_fallback_ops"]
+        return sum(n for op, n in ops.items() if op.startswith("aten::special_bessel_j0"))
+
+    before = bessel_count()
+    with torch_tpu.cpu_fallback():
+        y = UNLOWERED(x)
+    assert y.device.type == "tpu"
+    assert_close(y, UNLOWERED(x.cpu()))
+    assert bessel_count() == before + 1
+    with pytest.raises(NotImplementedError):
+        UNLOWERED(x)
+
+
+def test_cpu_fallback_environment_variable():
+    code = ("import torch; x = torch.rand(3, device='tpu'); y = torch.special.bessel_j0(x); "
+            "import torch_tpu; print(torch_tpu.metrics.counters()['cpu_fallback'])")
+    env = dict(os.environ, TORCH_TPU_CPU_FALLBACK="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1"
+
+
+def test_invalid_device_index():
+    bad = torch.tpu.device_count() + 3
+    with pytest.raises(RuntimeError, match=f"tpu:{bad} is not a valid device"):
+        torch.zeros(2, device=f"tpu:{bad}")
+    with pytest.raises(RuntimeError, match="not a valid device"):
+        torch.tpu.set_device(bad)
+    assert torch.zeros(2, device="tpu").sum().item() == 0
+
+
+def test_mixed_devices_error():
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device="tpu") + torch.ones(3)
+    # 0-d CPU tensors are allowed, as on CUDA
+    assert_close(torch.ones(3, device="tpu") + torch.tensor(2.0), torch.full((3,), 3.0))
+
+
+def test_shape_mismatch_error_names_shapes():
+    with pytest.raises(RuntimeError, match=r"size of tensor a \(3\) must match the size of tensor b \(4\)"):
+        torch.ones(3, device="tpu") + torch.ones(4, device="tpu")
+    assert torch.ones(2, device="tpu").sum().item() == 2
