@@ -1,0 +1,114 @@
+/* The StableHLO builder: printed text of small modules, running them
+ * through the plugin, and sticky errors. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hlo/builder.h"
+#include "pjrt/pjrt.h"
+#include "tests/check.h"
+
+static tpu_pjrt* pjrt;
+
+static char* finish(hlo_builder* b, const hlo_value* results, int n) {
+  char* text = NULL;
+  size_t size = 0;
+  CHECK_OK(hlo_builder_finish(b, results, n, &text, &size));
+  CHECK(text && strlen(text) == size);
+  return text;
+}
+
+/* Compiles `text`, runs it on float inputs of `n` elements each and reads
+ * output 0 (`out_n` floats). */
+static void run_f32(const char* text, const float* const* inputs, int input_count, int64_t n,
+                    float* out, size_t out_bytes) {
+  struct PJRT_LoadedExecutable* exe = NULL;
+  CHECK_OK(tpu_pjrt_compile(pjrt, text, strlen(text), &exe));
+  if (!exe) return;
+  struct PJRT_Buffer* args[4] = {0};
+  for (int i = 0; i < input_count; i++)
+    CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, &n, 1, inputs[i], &args[i]));
+  size_t outputs = tpu_pjrt_executable_output_count(pjrt, exe);
+  struct PJRT_Buffer* results[4] = {0};
+  CHECK_OK(tpu_pjrt_execute(pjrt, exe, 0, args, (size_t)input_count, results, outputs));
+  CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, results[0], out, out_bytes));
+  for (size_t i = 0; i < outputs; i++) tpu_pjrt_buffer_destroy(pjrt, results[i]);
+  for (int i = 0; i < input_count; i++) tpu_pjrt_buffer_destroy(pjrt, args[i]);
+  tpu_pjrt_executable_destroy(pjrt, exe);
+}
+
+static void test_add_text_and_run(void) {
+  hlo_builder* b = NULL;
+  CHECK_OK(hlo_builder_create(&b));
+  int64_t four = 4;
+  hlo_type t = hlo_type_make(TPU_F32, 1, &four);
+  hlo_value x = hlo_parameter(b, t), y = hlo_parameter(b, t);
+  hlo_value two = hlo_constant_like(b, x, 2.0);
+  hlo_value r = hlo_binary(b, "add", hlo_binary(b, "multiply", x, two), y);
+  char* text = finish(b, &r, 1);
+  CHECK(strstr(text, "func.func public @main(%v0: tensor<4xf32>, %v1: tensor<4xf32>) -> (tensor<4xf32>)"));
+  CHECK(strstr(text, "\"stablehlo.constant\"() {value = dense<0x40000000> : tensor<f32>}"));
+  CHECK(strstr(text, "\"stablehlo.broadcast_in_dim\"(%v2) {broadcast_dimensions = array<i64>}"));
+  CHECK(strstr(text, "\"stablehlo.add\"(%v4, %v1) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>"));
+  float a[4] = {1, 2, 3, 4}, c[4] = {10, 20, 30, 40}, out[4] = {0};
+  const float* inputs[2] = {a, c};
+  run_f32(text, inputs, 2, 4, out, sizeof out);
+  for (int i = 0; i < 4; i++) CHECK(out[i] == 2 * a[i] + c[i]);
+  free(text);
+  hlo_builder_free(b);
+}
+
+static void test_reduce_and_argmax(void) {
+  hlo_builder* b = NULL;
+  CHECK_OK(hlo_builder_create(&b));
+  int64_t dims[2] = {2, 3}, six = 6;
+  hlo_value flat = hlo_parameter(b, hlo_type_make(TPU_F32, 1, &six));
+  hlo_value x = hlo_reshape(b, flat, 2, dims);
+  int64_t axis = 1;
+  hlo_value sum = hlo_reduce(b, x, hlo_constant(b, TPU_F32, 0), "add", &axis, 1);
+  hlo_value values, indices;
+  hlo_arg_reduce(b, x, 1, true, &values, &indices);
+  hlo_value results[3] = {sum, values, hlo_convert(b, indices, TPU_F32)};
+  char* text = finish(b, results, 3);
+  CHECK(strstr(text, "\"stablehlo.reduce\"(%v1, %v2) ({"));
+  CHECK(strstr(text, "dimensions = array<i64: 1>"));
+  CHECK(strstr(text, "= \"stablehlo.reduce\"(%v1, "));
+  /* Check the values by running each output: sum first. */
+  float in[6] = {1, 5, 5, -1, -7, 2}, out[2];
+  const float* inputs[1] = {in};
+  run_f32(text, inputs, 1, 6, out, sizeof out);
+  CHECK(out[0] == 11 && out[1] == -6);
+  free(text);
+  hlo_builder_free(b);
+}
+
+static void test_sticky_error(void) {
+  hlo_builder* b = NULL;
+  CHECK_OK(hlo_builder_create(&b));
+  int64_t three = 3, four = 4;
+  hlo_value x = hlo_parameter(b, hlo_type_make(TPU_F32, 1, &three));
+  hlo_value y = hlo_parameter(b, hlo_type_make(TPU_F32, 1, &four));
+  hlo_value bad = hlo_binary(b, "add", x, y);
+  CHECK(bad == HLO_INVALID && hlo_failed(b));
+  hlo_value later = hlo_unary(b, "negate", bad); /* chained calls stay invalid */
+  CHECK(later == HLO_INVALID);
+  char* text = NULL;
+  tpu_status s = hlo_builder_finish(b, &later, 1, &text, NULL);
+  CHECK(s && text == NULL);
+  CHECK(strstr(tpu_status_message(s), "tensor<3xf32> and tensor<4xf32>"));
+  tpu_status_free(s);
+  hlo_builder_free(b);
+}
+
+int main(void) {
+  const char* plugin = getenv("TORCH_TPU_PJRT_PLUGIN");
+  tpu_pjrt_options options = {plugin, 1};
+  CHECK(plugin != NULL);
+  if (plugin) CHECK_OK(tpu_pjrt_open(&options, &pjrt));
+  if (pjrt) {
+    test_add_text_and_run();
+    test_reduce_and_argmax();
+  }
+  test_sticky_error();
+  tpu_pjrt_close(pjrt);
+  return check_finish("test_hlo");
+}
