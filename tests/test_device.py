@@ -201,3 +201,27 @@ def test_shape_mismatch_error_names_shapes():
     with pytest.raises(RuntimeError, match=r"size of tensor a \(3\) must match the size of tensor b \(4\)"):
         torch.ones(3, device="tpu") + torch.ones(4, device="tpu")
     assert torch.ones(2, device="tpu").sum().item() == 2
+
+
+def test_ops_from_several_threads_at_once():
+    import threading
+
+    errors = []
+
+    def worker(seed):
+        try:
+            g = torch.Generator().manual_seed(seed)
+            for _ in range(20):
+                x = torch.randn(16, 8, generator=g)
+                y = torch.randn(8, 4, generator=g)
+                got = ((x.to("tpu") @ y.to("tpu")) * 2 + 1).cpu()
+                torch.testing.assert_close(got, x @ y * 2 + 1, rtol=1e-5, atol=1e-5)
+        except Exception as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
