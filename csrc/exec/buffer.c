@@ -140,8 +140,7 @@ tpu_status tpu_tensor_from_host(const tpu_tensor* dst, const void* src) {
   }
   /* Stage the dense values in a fresh storage, then copy it into the view
    * on the device, so the rest of the storage is kept. */
-  size_t item = tpu_dtype_size(dst->dtype);
-  size_t nbytes = (size_t)view_numel(dst) * item;
+  size_t nbytes = (size_t)view_numel(dst) * tpu_dtype_size(dst->dtype);
   tpu_buffer* staging = NULL;
   TPU_RETURN_IF_ERROR(tpu_buffer_create(dst->buffer->device, nbytes, &staging));
   runtime_lock();
@@ -152,17 +151,21 @@ tpu_status tpu_tensor_from_host(const tpu_tensor* dst, const void* src) {
     from.buffer = staging;
     from.offset = 0;
     view_contiguous_strides(from.rank, from.sizes, from.strides);
-    tpu_arg arg = {.kind = TPU_ARG_TENSOR, .u.tensor = from};
-    tpu_tensor out = *dst;
-    tpu_op_call call = {"copy_", "", dst->buffer->device, &arg, 1, &out, 1};
-    tpu_op_plan* plan = NULL;
-    status = tpu_op_lookup(&call, &plan);
-    if (!status && !plan) {
-      const int64_t* sizes = dst->sizes;
-      status = tpu_op_plan_create(&call, &dst->dtype, &dst->rank, &sizes, &plan);
-    }
-    if (!status) status = tpu_op_execute(plan, &call);
+    status = tpu_tensor_copy(dst, &from);
   }
   tpu_buffer_release(staging);
   return status;
+}
+
+tpu_status tpu_tensor_copy(const tpu_tensor* dst, const tpu_tensor* src) {
+  tpu_arg arg = {.kind = TPU_ARG_TENSOR, .u.tensor = *src};
+  tpu_tensor out = *dst;
+  tpu_op_call call = {"copy_", "", dst->buffer ? dst->buffer->device : 0, &arg, 1, &out, 1};
+  tpu_op_plan* plan = NULL;
+  TPU_RETURN_IF_ERROR(tpu_op_lookup(&call, &plan));
+  if (!plan) {
+    const int64_t* sizes = dst->sizes;
+    TPU_RETURN_IF_ERROR(tpu_op_plan_create(&call, 1, &dst->dtype, &dst->rank, &sizes, &plan));
+  }
+  return tpu_op_execute(plan, &call);
 }

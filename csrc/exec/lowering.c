@@ -343,7 +343,8 @@ tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_varia
   for (int i = 0; !status && i < call->arg_count; i++) l.arg_values[i] = HLO_INVALID;
   if (!status) status = plan->entry->lower(&l);
   hlo_value results[MAX_OUTPUTS];
-  if (!status) status = write_outputs(&l, variant, results);
+  /* A builder error is reported by finish, naming the op that failed. */
+  if (!status && !hlo_failed(l.b)) status = write_outputs(&l, variant, results);
   if (!status)
     status = hlo_builder_finish(l.b, results, variant->result_count, out_text, out_size);
   if (!status) {

@@ -116,6 +116,9 @@ static tpu_status input_key(const tpu_op_call* call, const tpu_op_entry* entry, 
       case TPU_ARG_RNG: break;
     }
   }
+  /* Given outputs (in-place, out=) decide the result dtypes. */
+  put_i64(k, call->output_count);
+  for (int j = 0; j < call->output_count; j++) put_i64(k, call->outputs[j].dtype);
   if (k->overflow)
     return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s: too many arguments for one op signature", call->name);
   return NULL;
@@ -166,15 +169,15 @@ tpu_status tpu_op_lookup(const tpu_op_call* call, tpu_op_plan** out_plan) {
   return status;
 }
 
-tpu_status tpu_op_plan_create(const tpu_op_call* call, const tpu_dtype* out_dtypes,
-                              const int* out_ranks, const int64_t* const* out_sizes,
-                              tpu_op_plan** out_plan) {
+tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
+                              const tpu_dtype* out_dtypes, const int* out_ranks,
+                              const int64_t* const* out_sizes, tpu_op_plan** out_plan) {
   *out_plan = NULL;
   const tpu_op_entry* entry = find_entry(call->name);
   if (!entry) return unsupported(call);
-  if (call->output_count > MAX_OUTPUTS)
+  if (output_count < 0 || output_count > MAX_OUTPUTS)
     return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s has %d outputs; at most %d are supported",
-                     call->name, call->output_count, MAX_OUTPUTS);
+                     call->name, output_count, MAX_OUTPUTS);
   runtime_lock();
   tpu_status status = input_key(call, entry, &scratch);
   tpu_op_plan* plan = status ? NULL : calloc(1, sizeof *plan);
@@ -187,8 +190,8 @@ tpu_status tpu_op_plan_create(const tpu_op_call* call, const tpu_dtype* out_dtyp
     plan->key_size = scratch.len;
     plan->hash = cache_hash(key, scratch.len, CACHE_HASH_SEED);
     plan->entry = entry;
-    plan->output_count = call->output_count;
-    for (int j = 0; j < call->output_count; j++) {
+    plan->output_count = output_count;
+    for (int j = 0; j < output_count; j++) {
       if (out_ranks[j] < 0 || out_ranks[j] > TPU_MAX_RANK) {
         status = TPU_ERROR(TPU_INVALID_ARGUMENT, "aten::%s: output rank %d is over the limit of %d",
                            call->name, out_ranks[j], TPU_MAX_RANK);

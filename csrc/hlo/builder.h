@@ -42,7 +42,8 @@ void hlo_builder_free(hlo_builder* builder); /* accepts NULL */
 hlo_value hlo_fail(hlo_builder* b, tpu_status_code code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 bool hlo_failed(const hlo_builder* b);
-/* The type of a value; a 0-d f32 placeholder for HLO_INVALID. */
+/* The type of a value; a 0-d f32 placeholder for HLO_INVALID. The pointer
+ * is valid only until the next value is added: copy it to keep it. */
 const hlo_type* hlo_type_of(const hlo_builder* b, hlo_value v);
 
 /* Appends a function parameter (in call order). */

@@ -52,9 +52,9 @@ hlo_value hlo_constant_i64(hlo_builder* b, tpu_dtype dtype, int64_t value) {
 
 hlo_value hlo_constant_like(hlo_builder* b, hlo_value like, double value) {
   if (!values_valid(b, &like, 1)) return HLO_INVALID;
-  const hlo_type* t = hlo_type_of(b, like);
-  hlo_value c = hlo_constant(b, t->dtype, value);
-  return hlo_broadcast_in_dim(b, c, t->rank, t->dims, NULL);
+  hlo_type t = *hlo_type_of(b, like); /* a copy: adding values moves the table */
+  hlo_value c = hlo_constant(b, t.dtype, value);
+  return hlo_broadcast_in_dim(b, c, t.rank, t.dims, NULL);
 }
 
 hlo_value hlo_iota(hlo_builder* b, hlo_type type, int dimension) {

@@ -17,6 +17,11 @@ static hlo_value cmp_c(hlo_builder* b, const char* direction, hlo_value x, doubl
 
 static hlo_value both(hlo_builder* b, hlo_value p, hlo_value q) { return hlo_binary(b, "and", p, q); }
 
+/* x - 1, also for unsigned types, where a -1 constant does not exist. */
+static hlo_value decrement(hlo_builder* b, hlo_value x) {
+  return hlo_binary(b, "subtract", x, hlo_constant_like(b, x, 1));
+}
+
 /* r != 0 and its sign differs from y's: where C's truncating results need
  * the Python (flooring) correction. */
 static hlo_value needs_floor_fix(hlo_builder* b, hlo_value r, hlo_value y) {
@@ -34,6 +39,13 @@ hlo_value hlo_sign(hlo_builder* b, hlo_value x) {
   return hlo_binary(b, "subtract", pos, neg);
 }
 
+hlo_value hlo_min_max(hlo_builder* b, const char* op, hlo_value x, hlo_value y, bool nan_wins) {
+  hlo_value r = hlo_binary(b, op, x, y);
+  if (!tpu_dtype_is_float(hlo_type_of(b, x)->dtype)) return r;
+  r = hlo_select(b, hlo_compare(b, "NE", y, y), nan_wins ? y : x, r);
+  return hlo_select(b, hlo_compare(b, "NE", x, x), nan_wins ? x : y, r);
+}
+
 hlo_value hlo_python_remainder(hlo_builder* b, hlo_value x, hlo_value y) {
   hlo_value r = hlo_binary(b, "remainder", x, y);
   return hlo_select(b, needs_floor_fix(b, r, y), hlo_binary(b, "add", r, y), r);
@@ -43,30 +55,19 @@ hlo_value hlo_floor_divide(hlo_builder* b, hlo_value x, hlo_value y) {
   if (!tpu_dtype_is_float(hlo_type_of(b, x)->dtype)) {
     hlo_value q = hlo_binary(b, "divide", x, y);
     hlo_value r = hlo_binary(b, "remainder", x, y);
-    return hlo_select(b, needs_floor_fix(b, r, y), add_c(b, q, -1), q);
+    return hlo_select(b, needs_floor_fix(b, r, y), decrement(b, q), q);
   }
   /* PyTorch's (and NumPy's) float floor division: divide the exactly
    * representable x - fmod(x, y), then round away floor's off-by-one. */
   hlo_value mod = hlo_binary(b, "remainder", x, y);
   hlo_value div = hlo_binary(b, "divide", hlo_binary(b, "subtract", x, mod), y);
-  div = hlo_select(b, needs_floor_fix(b, mod, y), add_c(b, div, -1), div);
+  div = hlo_select(b, needs_floor_fix(b, mod, y), decrement(b, div), div);
   hlo_value fl = hlo_unary(b, "floor", div);
   fl = hlo_select(b, cmp_c(b, "GT", hlo_binary(b, "subtract", div, fl), 0.5), add_c(b, fl, 1), fl);
   hlo_value quotient = hlo_binary(b, "divide", x, y);
   hlo_value signed_zero = mul_c(b, hlo_unary(b, "sign", quotient), 0);
   hlo_value result = hlo_select(b, cmp_c(b, "EQ", div, 0), signed_zero, fl);
   return hlo_select(b, cmp_c(b, "EQ", y, 0), quotient, result);
-}
-
-hlo_value hlo_power(hlo_builder* b, hlo_value x, hlo_value y) {
-  hlo_value p = hlo_binary(b, "power", x, y);
-  if (!tpu_dtype_is_signed_int(hlo_type_of(b, x)->dtype)) return p;
-  /* x ** -n in integers: 1 for x == 1, +-1 for x == -1, else 0. */
-  hlo_value odd = cmp_c(b, "NE", hlo_binary(b, "and", y, hlo_constant_like(b, y, 1)), 0);
-  hlo_value unit = cmp_c(b, "EQ", hlo_unary(b, "abs", x), 1);
-  hlo_value one = hlo_constant_like(b, x, 1);
-  hlo_value negative = hlo_select(b, unit, hlo_select(b, odd, x, one), hlo_constant_like(b, x, 0));
-  return hlo_select(b, cmp_c(b, "LT", y, 0), negative, p);
 }
 
 hlo_value hlo_trunc(hlo_builder* b, hlo_value x) {
@@ -182,9 +183,9 @@ hlo_value hlo_asinh(hlo_builder* b, hlo_value x) {
 }
 
 hlo_value hlo_acosh(hlo_builder* b, hlo_value x) {
-  /* log1p(t + sqrt(t (x + 1))) with t = x - 1; NaN below 1 via sqrt. */
+  /* log1p(t + sqrt(t) sqrt(x + 1)) with t = x - 1; NaN below 1 via sqrt(t). */
   hlo_value t = add_c(b, x, -1);
-  hlo_value root = hlo_unary(b, "sqrt", hlo_binary(b, "multiply", t, add_c(b, x, 1)));
+  hlo_value root = hlo_binary(b, "multiply", hlo_unary(b, "sqrt", t), hlo_unary(b, "sqrt", add_c(b, x, 1)));
   hlo_value small = hlo_unary(b, "log_plus_one", hlo_binary(b, "add", t, root));
   return hlo_select(b, cmp_c(b, "GT", x, HUGE_ARGUMENT), log_twice(b, x), small);
 }

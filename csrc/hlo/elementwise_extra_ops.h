@@ -10,12 +10,13 @@
 extern "C" {
 #endif
 
-/* Any dtype. */
+/* Any dtype. hlo_min_max: op "maximum" or "minimum", where a NaN operand
+ * wins (torch.maximum) or loses (torch.fmax); XLA's own maximum need not
+ * propagate NaN (the CPU plugin's does not). */
+hlo_value hlo_min_max(hlo_builder* b, const char* op, hlo_value x, hlo_value y, bool nan_wins);
 hlo_value hlo_sign(hlo_builder* b, hlo_value x);                 /* NaN -> 0; bool unchanged */
 hlo_value hlo_floor_divide(hlo_builder* b, hlo_value x, hlo_value y); /* Python's // */
 hlo_value hlo_python_remainder(hlo_builder* b, hlo_value x, hlo_value y); /* sign of y */
-/* Integer or float; integers to negative powers give 0, 1 or -1 as in C. */
-hlo_value hlo_power(hlo_builder* b, hlo_value x, hlo_value y);
 
 /* Float. */
 hlo_value hlo_trunc(hlo_builder* b, hlo_value x);

@@ -1,13 +1,28 @@
-/* Builder ops for reductions beyond hlo_reduce: running (scan) reductions. */
+/* Builder ops for reductions beyond hlo_reduce: NaN-propagating max/min
+ * and running (scan) reductions. */
 #ifndef TPU_HLO_REDUCE_EXTRA_OPS_H
 #define TPU_HLO_REDUCE_EXTRA_OPS_H
 
 #include "hlo/builder.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Max (is_max) or min of x over dims where any NaN makes the result NaN,
+ * as in PyTorch (XLA's maximum/minimum may drop NaNs). init is a 0-d value
+ * of x's dtype that loses every comparison. */
+hlo_value hlo_reduce_extreme(hlo_builder* b, hlo_value x, hlo_value init, bool is_max,
+                             const int64_t* dims, int dim_count);
 
 /* Inclusive running reduction of x along `dim` with a binary reducer
  * ("add", "multiply", ...); init is the reducer's identity, a 0-d value of
  * x's dtype. Element i holds reducer(x[0..i]). */
 hlo_value hlo_cumulative(hlo_builder* b, hlo_value x, hlo_value init, const char* reducer,
                          int dim);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

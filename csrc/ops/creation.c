@@ -1,16 +1,18 @@
-/* Creation and random lowerings: zero, arange, linspace, eye, and the
- * random fills (uniform_, normal_, bernoulli_, random_, exponential_) drawn
- * from the generator argument with ThreeFry. */
+/* Creation and random lowerings: arange, linspace, logspace, eye,
+ * and the random ops (uniform_, normal_, log_normal_, bernoulli_, random_,
+ * exponential_, geometric_, cauchy_, randperm, native_dropout) drawn from
+ * the generator argument with ThreeFry. */
 #include <math.h>
 #include <string.h>
 
+#include "hlo/indexing_extra_ops.h"
 #include "ops/families.h"
 
-/* zero_(self): a 0-d zero that exec/ broadcasts to the output. */
-static tpu_status lower_zero(tpu_lowering* l) {
+/* Output 0 set to a 0-d zero, which exec/ broadcasts to its shape: the
+ * result of an op whose output is empty. */
+static void set_zero_output(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   tpu_lower_set_output(l, 0, hlo_constant(b, tpu_lower_output_type(l, 0).dtype, 0));
-  return NULL;
 }
 
 /* The type float results for an output of dtype `t` are computed in. */
@@ -23,55 +25,72 @@ static hlo_value output_iota(tpu_lowering* l, tpu_dtype dtype, int dim) {
   return hlo_iota(tpu_lower_builder(l), t, dim);
 }
 
-/* arange(start, end, step) (or arange(end)): start + i * step, in int64 for
- * integer outputs and float64 otherwise, as PyTorch's accumulate types. */
+/* arange(start, end, step) (or arange(end)): start + i * step, in int64
+ * for integer outputs and the compute type for floats. */
 static tpu_status lower_arange(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type out = tpu_lower_output_type(l, 0);
   if (out.rank != 1 || out.dims[0] == 0) {
-    tpu_lower_set_output(l, 0, hlo_constant(b, out.dtype, 0));
+    set_zero_output(l);
     return NULL;
   }
-  tpu_dtype t = tpu_dtype_is_float(out.dtype) ? TPU_F64 : TPU_I64;
+  tpu_dtype t = tpu_dtype_is_float(out.dtype) ? compute_type(out.dtype) : TPU_I64;
   bool end_only = tpu_lower_arg_count(l) < 2;
   hlo_value start = end_only ? hlo_constant(b, t, 0) : tpu_lower_value(l, 0, t);
-  hlo_value step = end_only || tpu_lower_is_none(l, 2) ? hlo_constant(b, t, 1) : tpu_lower_value(l, 2, t);
+  hlo_value step =
+      end_only || tpu_lower_is_none(l, 2) ? hlo_constant(b, t, 1) : tpu_lower_value(l, 2, t);
   hlo_value i = output_iota(l, t, 0);
   hlo_value v = hlo_binary(b, "multiply", i, hlo_broadcast_to(b, step, 1, out.dims));
   tpu_lower_set_output(l, 0, hlo_binary(b, "add", hlo_broadcast_to(b, start, 1, out.dims), v));
   return NULL;
 }
 
-/* linspace(start, end, steps): the first half counts up from start, the
- * second half down from end, as PyTorch's kernel does, so both ends are
- * exact. float64 and integers step in float64 (PyTorch's step type for
- * integers), other floats in float32. */
-static tpu_status lower_linspace(tpu_lowering* l) {
+/* The type linspace and logspace step in: float32 or float64 for float
+ * outputs, float64 for integers (PyTorch's step type there). */
+static tpu_dtype spacing_type(tpu_dtype out) {
+  return tpu_dtype_is_float(out) ? compute_type(out) : TPU_F64;
+}
+
+/* Evenly spaced values from argument 0 to argument 1 over the output's
+ * (non-empty) length, in spacing_type. The first half counts up from start,
+ * the second half down from end, as PyTorch's kernel does, so both ends are
+ * exact. */
+static hlo_value spaced_values(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type out = tpu_lower_output_type(l, 0);
-  int64_t steps = out.rank == 1 ? out.dims[0] : 0;
-  if (steps == 0) {
-    tpu_lower_set_output(l, 0, hlo_constant(b, out.dtype, 0));
-    return NULL;
-  }
-  tpu_dtype t = tpu_dtype_is_float(out.dtype) ? compute_type(out.dtype) : TPU_F64;
+  tpu_dtype t = spacing_type(out.dtype);
+  int64_t steps = out.dims[0];
+  /* The ends are first rounded to the output's dtype, as in PyTorch. */
   hlo_value start = hlo_convert(b, hlo_reshape(b, tpu_lower_value(l, 0, out.dtype), 0, NULL), t);
   hlo_value end = hlo_convert(b, hlo_reshape(b, tpu_lower_value(l, 1, out.dtype), 0, NULL), t);
-  if (steps == 1) {
-    tpu_lower_set_output(l, 0, start);
-    return NULL;
-  }
+  if (steps == 1) return hlo_broadcast_to(b, start, 1, &steps);
   hlo_value step = hlo_binary(b, "divide", hlo_binary(b, "subtract", end, start),
                               hlo_constant(b, t, (double)(steps - 1)));
   hlo_value i = output_iota(l, t, 0);
   hlo_value rest = hlo_binary(b, "subtract", hlo_constant_like(b, i, (double)(steps - 1)), i);
-  hlo_value ones[3] = {start, end, step};
-  for (int k = 0; k < 3; k++) ones[k] = hlo_broadcast_to(b, ones[k], 1, &steps);
-  hlo_value up = hlo_binary(b, "add", ones[0], hlo_binary(b, "multiply", ones[2], i));
-  hlo_value down = hlo_binary(b, "subtract", ones[1], hlo_binary(b, "multiply", ones[2], rest));
-  hlo_value first_half = hlo_compare(b, "LT", output_iota(l, TPU_I64, 0),
-                                     hlo_constant_like(b, output_iota(l, TPU_I64, 0), (double)(steps / 2)));
-  tpu_lower_set_output(l, 0, hlo_select(b, first_half, up, down));
+  start = hlo_broadcast_to(b, start, 1, &steps);
+  end = hlo_broadcast_to(b, end, 1, &steps);
+  step = hlo_broadcast_to(b, step, 1, &steps);
+  hlo_value up = hlo_binary(b, "add", start, hlo_binary(b, "multiply", step, i));
+  hlo_value down = hlo_binary(b, "subtract", end, hlo_binary(b, "multiply", step, rest));
+  hlo_value index = output_iota(l, TPU_I64, 0);
+  hlo_value first_half = hlo_compare(b, "LT", index, hlo_constant_like(b, index, (double)(steps / 2)));
+  return hlo_select(b, first_half, up, down);
+}
+
+/* linspace(start, end, steps) and logspace(start, end, steps, base) =
+ * base ** linspace. */
+static tpu_status lower_spaced(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type out = tpu_lower_output_type(l, 0);
+  if (out.rank != 1 || out.dims[0] == 0) {
+    set_zero_output(l);
+    return NULL;
+  }
+  hlo_value v = spaced_values(l);
+  if (strcmp(tpu_lower_op_name(l), "logspace") == 0)
+    v = hlo_binary(b, "power", hlo_constant_like(b, v, tpu_lower_float(l, 3, 10.0)), v);
+  tpu_lower_set_output(l, 0, v);
   return NULL;
 }
 
@@ -80,10 +99,11 @@ static tpu_status lower_eye(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type out = tpu_lower_output_type(l, 0);
   if (out.rank != 2 || hlo_type_numel(&out) == 0) {
-    tpu_lower_set_output(l, 0, hlo_constant(b, out.dtype, 0));
+    set_zero_output(l);
     return NULL;
   }
-  tpu_lower_set_output(l, 0, hlo_compare(b, "EQ", output_iota(l, TPU_I64, 0), output_iota(l, TPU_I64, 1)));
+  hlo_value row = output_iota(l, TPU_I64, 0), col = output_iota(l, TPU_I64, 1);
+  tpu_lower_set_output(l, 0, hlo_compare(b, "EQ", row, col));
   return NULL;
 }
 
@@ -126,17 +146,20 @@ static hlo_value uniform_unit(tpu_lowering* l, int64_t count, int digits) {
   hlo_builder* b = tpu_lower_builder(l);
   tpu_dtype word = digits > 24 ? TPU_U64 : TPU_U32;
   hlo_value bits = random_words(l, word, count);
-  hlo_value mask = hlo_broadcast_in_dim(b, hlo_constant_i64(b, word, ((int64_t)1 << digits) - 1), 1, &count, NULL);
+  hlo_value mask = hlo_constant_i64(b, word, ((int64_t)1 << digits) - 1);
+  mask = hlo_broadcast_in_dim(b, mask, 1, &count, NULL);
   hlo_value u = hlo_convert(b, hlo_binary(b, "and", bits, mask), digits > 24 ? TPU_F64 : TPU_F32);
   return hlo_binary(b, "multiply", u, hlo_constant_like(b, u, ldexp(1.0, -digits)));
 }
 
-/* Uniform [0, 1) numbers in the output's shape and compute type. */
-static hlo_value uniform_like_output(tpu_lowering* l) {
+/* Uniform [0, 1) numbers in the output's shape and compute type, with
+ * the random bits of the compute type or (output_grid) of the output's
+ * own dtype, as uniform_ draws them. */
+static hlo_value uniform_like_output(tpu_lowering* l, bool output_grid) {
   hlo_type out = tpu_lower_output_type(l, 0);
   int64_t count = hlo_type_numel(&out);
-  int digits = tpu_dtype_is_float(out.dtype) ? float_digits(out.dtype) : 24;
-  hlo_value u = uniform_unit(l, count, digits);
+  tpu_dtype grid = output_grid && tpu_dtype_is_float(out.dtype) ? out.dtype : compute_type(out.dtype);
+  hlo_value u = uniform_unit(l, count, float_digits(grid));
   return hlo_reshape(tpu_lower_builder(l), u, out.rank, out.dims);
 }
 
@@ -155,7 +178,7 @@ static hlo_value operand_as(tpu_lowering* l, int index, const hlo_type* type, do
 static bool empty_random(tpu_lowering* l) {
   hlo_type out = tpu_lower_output_type(l, 0);
   if (hlo_type_numel(&out) != 0) return false;
-  tpu_lower_set_output(l, 0, hlo_constant(tpu_lower_builder(l), out.dtype, 0));
+  set_zero_output(l);
   return true;
 }
 
@@ -163,7 +186,7 @@ static bool empty_random(tpu_lowering* l) {
 static tpu_status lower_uniform(tpu_lowering* l) {
   if (empty_random(l)) return NULL;
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_value u = uniform_like_output(l);
+  hlo_value u = uniform_like_output(l, true);
   hlo_type t = *hlo_type_of(b, u);
   hlo_value from = operand_as(l, 1, &t, 0), to = operand_as(l, 2, &t, 1);
   hlo_value span = hlo_binary(b, "subtract", to, from);
@@ -171,30 +194,42 @@ static tpu_status lower_uniform(tpu_lowering* l) {
   return NULL;
 }
 
-/* normal_(self, mean, std) and normal(mean, std) with tensor or float
- * mean/std: Box-Muller over two uniforms per element. */
+/* log(1 - u), finite for u in [0, 1). */
+static hlo_value log_one_minus(hlo_builder* b, hlo_value u) {
+  return hlo_unary(b, "log", hlo_binary(b, "subtract", hlo_constant_like(b, u, 1), u));
+}
+
+/* Standard normal numbers in the output's shape and compute type:
+ * Box-Muller over two uniforms per element. */
+static hlo_value standard_normal(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type out = tpu_lower_output_type(l, 0);
+  int64_t count = hlo_type_numel(&out), both = 2 * count, zero = 0, one = 1;
+  hlo_value u = uniform_unit(l, both, float_digits(compute_type(out.dtype)));
+  hlo_value u1 = hlo_reshape(b, hlo_slice(b, u, &zero, &count, &one), out.rank, out.dims);
+  hlo_value u2 = hlo_reshape(b, hlo_slice(b, u, &count, &both, &one), out.rank, out.dims);
+  hlo_value r = log_one_minus(b, u1);
+  r = hlo_unary(b, "sqrt", hlo_binary(b, "multiply", hlo_constant_like(b, r, -2), r));
+  hlo_value theta = hlo_binary(b, "multiply", hlo_constant_like(b, u2, 2 * M_PI), u2);
+  return hlo_binary(b, "multiply", r, hlo_unary(b, "cosine", theta));
+}
+
+/* mean + std * z for normal_(self, mean, std), normal(mean, std) with
+ * tensor or float mean/std, and log_normal_(self, mean, std) = exp of it. */
 static tpu_status lower_normal(tpu_lowering* l) {
   if (empty_random(l)) return NULL;
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_type out = tpu_lower_output_type(l, 0);
-  hlo_type t = out;
-  t.dtype = compute_type(out.dtype);
-  int64_t count = hlo_type_numel(&out), both = 2 * count;
-  hlo_value u = uniform_unit(l, both, float_digits(t.dtype));
-  int64_t zero = 0, one = 1;
-  hlo_value u1 = hlo_reshape(b, hlo_slice(b, u, &zero, &count, &one), out.rank, out.dims);
-  hlo_value u2 = hlo_reshape(b, hlo_slice(b, u, &count, &both, &one), out.rank, out.dims);
-  /* 1 - u1 is in (0, 1], so the log is finite. */
-  hlo_value r = hlo_binary(b, "subtract", hlo_constant_like(b, u1, 1), u1);
-  r = hlo_unary(b, "sqrt", hlo_binary(b, "multiply", hlo_constant_like(b, r, -2), hlo_unary(b, "log", r)));
-  hlo_value theta = hlo_binary(b, "multiply", hlo_constant_like(b, u2, 2 * M_PI), u2);
-  hlo_value z = hlo_binary(b, "multiply", r, hlo_unary(b, "cosine", theta));
-  /* normal_(self, mean, std) has self first; normal.Tensor_float and the
-   * other functional overloads start with mean. */
+  hlo_value z = standard_normal(l);
+  hlo_type t = *hlo_type_of(b, z);
+  /* The in-place forms have self first; normal.Tensor_float and the other
+   * functional overloads start with mean. */
   const char* overload = tpu_lower_overload(l);
   int at = strncmp(overload, "Tensor_", 7) == 0 || strncmp(overload, "float_", 6) == 0 ? 0 : 1;
-  hlo_value mean = operand_as(l, at, &t, 0), std = operand_as(l, at + 1, &t, 1);
-  tpu_lower_set_output(l, 0, hlo_binary(b, "add", mean, hlo_binary(b, "multiply", std, z)));
+  bool log_normal = strcmp(tpu_lower_op_name(l), "log_normal") == 0;
+  hlo_value mean = operand_as(l, at, &t, log_normal ? 1 : 0);
+  hlo_value std = operand_as(l, at + 1, &t, log_normal ? 2 : 1);
+  hlo_value v = hlo_binary(b, "add", mean, hlo_binary(b, "multiply", std, z));
+  tpu_lower_set_output(l, 0, log_normal ? hlo_unary(b, "exponential", v) : v);
   return NULL;
 }
 
@@ -202,7 +237,7 @@ static tpu_status lower_normal(tpu_lowering* l) {
 static tpu_status lower_bernoulli(tpu_lowering* l) {
   if (empty_random(l)) return NULL;
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_value u = uniform_like_output(l);
+  hlo_value u = uniform_like_output(l, false);
   hlo_type t = *hlo_type_of(b, u);
   tpu_arg_kind kind = tpu_lower_arg_kind(l, 1);
   int at = kind == TPU_ARG_TENSOR || kind == TPU_ARG_FLOAT ? 1 : 0;
@@ -214,10 +249,37 @@ static tpu_status lower_bernoulli(tpu_lowering* l) {
 static tpu_status lower_exponential(tpu_lowering* l) {
   if (empty_random(l)) return NULL;
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_value u = uniform_like_output(l);
+  hlo_value u = uniform_like_output(l, false);
   hlo_type t = *hlo_type_of(b, u);
-  hlo_value e = hlo_unary(b, "negate", hlo_unary(b, "log", hlo_binary(b, "subtract", hlo_constant_like(b, u, 1), u)));
+  hlo_value e = hlo_unary(b, "negate", log_one_minus(b, u));
   tpu_lower_set_output(l, 0, hlo_binary(b, "divide", e, operand_as(l, 1, &t, 1)));
+  return NULL;
+}
+
+/* geometric_(self, p): trials until the first success, ceil(log(1 - u) /
+ * log(1 - p)), at least 1. */
+static tpu_status lower_geometric(tpu_lowering* l) {
+  if (empty_random(l)) return NULL;
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value u = uniform_like_output(l, false);
+  hlo_value scale = hlo_constant_like(b, u, log1p(-tpu_lower_float(l, 1, 0.5)));
+  hlo_value k = hlo_unary(b, "ceil", hlo_binary(b, "divide", log_one_minus(b, u), scale));
+  tpu_lower_set_output(l, 0, hlo_binary(b, "maximum", k, hlo_constant_like(b, k, 1)));
+  return NULL;
+}
+
+/* cauchy_(self, median, sigma): median + sigma * tan(pi * (u - 1/2)). */
+static tpu_status lower_cauchy(tpu_lowering* l) {
+  if (empty_random(l)) return NULL;
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value u = uniform_like_output(l, false);
+  hlo_type t = *hlo_type_of(b, u);
+  hlo_value angle = hlo_binary(b, "multiply", hlo_constant_like(b, u, M_PI),
+                               hlo_binary(b, "subtract", u, hlo_constant_like(b, u, 0.5)));
+  hlo_value tan =
+      hlo_binary(b, "divide", hlo_unary(b, "sine", angle), hlo_unary(b, "cosine", angle));
+  hlo_value v = hlo_binary(b, "multiply", operand_as(l, 2, &t, 1), tan);
+  tpu_lower_set_output(l, 0, hlo_binary(b, "add", operand_as(l, 1, &t, 0), v));
   return NULL;
 }
 
@@ -241,7 +303,7 @@ static tpu_status lower_random(tpu_lowering* l) {
   uint64_t range = default_random_range(out.dtype);
   if (strncmp(overload, "from", 4) == 0) {
     from = tpu_lower_int(l, 1, 0);
-    if (!tpu_lower_is_none(l, 2) && tpu_lower_arg_kind(l, 2) == TPU_ARG_INT)
+    if (tpu_lower_arg_kind(l, 2) == TPU_ARG_INT)
       range = (uint64_t)tpu_lower_int(l, 2, 0) - (uint64_t)from;
     else if (from == INT64_MIN)
       range = 0;
@@ -262,16 +324,59 @@ static tpu_status lower_random(tpu_lowering* l) {
   return NULL;
 }
 
+/* randperm(n): positions sorted by random 64-bit keys (ties, about n^2 /
+ * 2^65 likely, keep their order). */
+static tpu_status lower_randperm(tpu_lowering* l) {
+  if (empty_random(l)) return NULL;
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type out = tpu_lower_output_type(l, 0);
+  int64_t n = hlo_type_numel(&out);
+  hlo_value pair[2] = {random_words(l, TPU_U64, n), hlo_iota(b, hlo_type_make(TPU_I64, 1, &n), 0)};
+  hlo_value sorted[2];
+  hlo_sort_by_first(b, pair, 2, 0, sorted);
+  tpu_lower_set_output(l, 0, sorted[1]);
+  return NULL;
+}
+
+/* native_dropout(input, p, train) -> (output, mask): each element is kept
+ * with probability 1 - p and scaled by 1 / (1 - p). */
+static tpu_status lower_native_dropout(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  hlo_type t = *hlo_type_of(b, x);
+  double keep = 1.0 - tpu_lower_float(l, 1, 0.5);
+  if (!tpu_lower_bool(l, 2, true) || hlo_type_numel(&t) == 0) {
+    tpu_lower_set_output(l, 0, x);
+    tpu_lower_set_output(l, 1, hlo_constant(b, TPU_BOOL, 1));
+    return NULL;
+  }
+  hlo_value u = uniform_like_output(l, false);
+  hlo_value mask = hlo_compare(b, "LT", u, hlo_constant_like(b, u, keep));
+  t.dtype = compute_type(t.dtype);
+  hlo_value kept =
+      hlo_binary(b, "multiply", hlo_convert(b, x, t.dtype), hlo_convert(b, mask, t.dtype));
+  /* Multiplying (not selecting) keeps NaN inputs NaN, as PyTorch does. */
+  hlo_value scale = hlo_constant_like(b, kept, keep > 0 ? 1.0 / keep : 0.0);
+  tpu_lower_set_output(l, 0, hlo_binary(b, "multiply", kept, scale));
+  tpu_lower_set_output(l, 1, mask);
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
     {"arange", lower_arange, true}, /* the output's length depends on the scalars */
     {"bernoulli", lower_bernoulli, false},
+    {"cauchy", lower_cauchy, false},
     {"exponential", lower_exponential, false},
     {"eye", lower_eye, false},
-    {"linspace", lower_linspace, false},
+    {"geometric", lower_geometric, false},
+    {"linspace", lower_spaced, false},
+    {"log_normal", lower_normal, false},
+    {"logspace", lower_spaced, false},
+    {"native_dropout", lower_native_dropout, false},
     {"normal", lower_normal, false},
     {"random", lower_random, false},
+    {"randperm", lower_randperm, false},
     {"uniform", lower_uniform, false},
-    {"zero", lower_zero, false},
 };
 
 TPU_OP_FAMILY(tpu_ops_creation, entries);

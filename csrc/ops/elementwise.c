@@ -1,12 +1,66 @@
 /* Elementwise lowerings: arithmetic, comparison, logical, unary math, where,
- * clamp, casts, fill and copy. */
+ * clamp, casts, fill and copy. Each computes in PyTorch's promoted type,
+ * with float16/bfloat16 widened to float32 as ATen's CPU kernels do, and
+ * leaves the conversion to the output's dtype to exec/. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hlo/elementwise_extra_ops.h"
 #include "ops/families.h"
 
-/* copy_(self, src) and _to_copy: the value converted (by exec/) to the
- * output's dtype and broadcast to its shape. */
+static tpu_dtype widened(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
+
+/* The type of an op with float results: integers and bools compute in the
+ * default dtype, float32. */
+static tpu_dtype float_of(tpu_dtype t) { return tpu_dtype_is_float(t) ? widened(t) : TPU_F32; }
+
+/* Reads the operands at `indices` (tensors or runtime scalars) converted to
+ * `dtype` and broadcast to their common shape; returns that type. */
+static hlo_type read_operands(tpu_lowering* l, const int* indices, int count, tpu_dtype dtype,
+                              hlo_value* out_values) {
+  hlo_type shape = tpu_lower_broadcast_type(l, indices, count, dtype);
+  for (int i = 0; i < count; i++) out_values[i] = tpu_lower_value_as(l, indices[i], &shape);
+  return shape;
+}
+
+static hlo_value filled_like(hlo_builder* b, hlo_value x, tpu_dtype dtype, double value) {
+  hlo_type t = *hlo_type_of(b, x); /* copied: adding ops may move the type table */
+  return hlo_broadcast_in_dim(b, hlo_constant(b, dtype, value), t.rank, t.dims, NULL);
+}
+
+static hlo_value compare_c(hlo_builder* b, const char* direction, hlo_value x, double c) {
+  return hlo_compare(b, direction, x, hlo_constant_like(b, x, c));
+}
+
+/* Table entries start with their op name; finds one by the lowering's op. */
+static const void* find_op(tpu_lowering* l, const void* table, size_t count, size_t stride) {
+  const char* name = tpu_lower_op_name(l);
+  for (size_t i = 0; i < count; i++) {
+    const void* entry = (const char*)table + i * stride;
+    if (strcmp(*(const char* const*)entry, name) == 0) return entry;
+  }
+  tpu_lower_fail(l, TPU_INTERNAL, "aten::%s is registered but missing from its op table", name);
+  return NULL;
+}
+
+#define FIND_OP(l, table) find_op(l, table, sizeof table / sizeof table[0], sizeof table[0])
+
+/* ---- copies and fills ---- */
+
+/* copy_(self, src), or copy_(src) as the glue's own copy_ calls it: the
+ * value converted (by exec/) to the output's dtype and broadcast to its
+ * shape. */
 static tpu_status lower_copy(tpu_lowering* l) {
   int src = tpu_lower_arg_count(l) > 1 && tpu_lower_arg_kind(l, 1) == TPU_ARG_TENSOR ? 1 : 0;
-  tpu_lower_set_output(l, 0, tpu_lower_tensor(l, src));
+  hlo_value v = tpu_lower_tensor(l, src);
+  tpu_dtype from = tpu_lower_arg_type(l, src).dtype, to = tpu_lower_output_type(l, 0).dtype;
+  /* ATen casts floats to narrow integers through int32, so values beyond
+   * the narrow range wrap (200.0 -> int8 -56) where convert would saturate. */
+  if (tpu_dtype_is_float(from) && tpu_dtype_is_integral(to) && tpu_dtype_size(to) < 4)
+    v = hlo_convert(tpu_lower_builder(l), v, TPU_I32);
+  tpu_lower_set_output(l, 0, v);
   return NULL;
 }
 
@@ -17,26 +71,471 @@ static tpu_status lower_fill(tpu_lowering* l) {
   return NULL;
 }
 
-/* add(self, other, alpha) = self + alpha * other, in the promoted type. */
+static tpu_status lower_zero(tpu_lowering* l) {
+  hlo_type out = tpu_lower_output_type(l, 0);
+  tpu_lower_set_output(l, 0, hlo_constant(tpu_lower_builder(l), out.dtype, 0));
+  return NULL;
+}
+
+/* ---- binary arithmetic ---- */
+
+/* add/sub(self, other, alpha) = self +- alpha * other; rsub swaps. */
 static tpu_status lower_add(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
+  const char* name = tpu_lower_op_name(l);
+  bool reversed = strcmp(name, "rsub") == 0;
   int operands[2] = {0, 1};
-  tpu_dtype t = tpu_lower_result_type(l, operands, 2);
-  hlo_type shape = tpu_lower_broadcast_type(l, operands, 2, t);
-  hlo_value x = tpu_lower_value_as(l, 0, &shape);
-  hlo_value y = tpu_lower_value_as(l, 1, &shape);
+  tpu_dtype t = widened(tpu_lower_result_type(l, operands, 2));
+  hlo_value v[2];
+  hlo_type shape = read_operands(l, operands, 2, t, v);
+  hlo_value x = v[reversed], y = v[!reversed];
   if (!tpu_lower_is_none(l, 2)) {
     hlo_value alpha = hlo_broadcast_to(b, tpu_lower_value(l, 2, t), shape.rank, shape.dims);
     y = hlo_binary(b, "multiply", y, alpha);
   }
-  tpu_lower_set_output(l, 0, hlo_binary(b, "add", x, y));
+  const char* op = reversed || strcmp(name, "sub") == 0 ? "subtract" : "add";
+  tpu_lower_set_output(l, 0, hlo_binary(b, op, x, y));
+  return NULL;
+}
+
+/* div(self, other, rounding_mode): true division in float, or "trunc" /
+ * "floor" division in the promoted type. */
+static tpu_status lower_div(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  const char* mode = tpu_lower_string(l, 2, NULL);
+  int operands[2] = {0, 1};
+  tpu_dtype t = tpu_lower_result_type(l, operands, 2);
+  hlo_value v[2];
+  read_operands(l, operands, 2, mode ? widened(t) : float_of(t), v);
+  hlo_value q;
+  if (!mode) {
+    q = hlo_binary(b, "divide", v[0], v[1]);
+  } else if (strcmp(mode, "trunc") == 0) {
+    q = hlo_binary(b, "divide", v[0], v[1]); /* integer divide truncates */
+    if (tpu_dtype_is_float(t)) q = hlo_trunc(b, q);
+  } else if (strcmp(mode, "floor") == 0) {
+    q = hlo_floor_divide(b, v[0], v[1]);
+  } else {
+    q = tpu_lower_fail(l, TPU_INVALID_ARGUMENT,
+                       "aten::div: rounding_mode must be None, 'trunc' or 'floor', not '%s'", mode);
+  }
+  tpu_lower_set_output(l, 0, q);
+  return NULL;
+}
+
+/* The type binary (and unary) ops read their operands in. */
+typedef enum operand_rule {
+  PROMOTED, /* PyTorch's promoted type */
+  AS_FLOAT, /* promoted, then float: ops with float results */
+  AS_BOOL,  /* each operand as (x != 0) */
+} operand_rule;
+
+typedef hlo_value (*binary_fn)(hlo_builder* b, hlo_value x, hlo_value y);
+
+static hlo_value maximum_fn(hlo_builder* b, hlo_value x, hlo_value y) {
+  return hlo_min_max(b, "maximum", x, y, true);
+}
+static hlo_value minimum_fn(hlo_builder* b, hlo_value x, hlo_value y) {
+  return hlo_min_max(b, "minimum", x, y, true);
+}
+static hlo_value fmax_fn(hlo_builder* b, hlo_value x, hlo_value y) {
+  return hlo_min_max(b, "maximum", x, y, false);
+}
+static hlo_value fmin_fn(hlo_builder* b, hlo_value x, hlo_value y) {
+  return hlo_min_max(b, "minimum", x, y, false);
+}
+
+static hlo_value shift_right(hlo_builder* b, hlo_value x, hlo_value y) {
+  bool arithmetic = tpu_dtype_is_signed_int(hlo_type_of(b, x)->dtype);
+  return hlo_binary(b, arithmetic ? "shift_right_arithmetic" : "shift_right_logical", x, y);
+}
+
+/* Each op is one StableHLO op (hlo) or a composite (fn). */
+static const struct binary_op {
+  const char* name;
+  const char* hlo;
+  binary_fn fn;
+  operand_rule rule;
+} binary_ops[] = {
+    {"__ilshift__", "shift_left", NULL, PROMOTED},
+    {"__irshift__", NULL, shift_right, PROMOTED},
+    {"__lshift__", "shift_left", NULL, PROMOTED},
+    {"__rshift__", NULL, shift_right, PROMOTED},
+    {"atan2", "atan2", NULL, AS_FLOAT},
+    {"bitwise_and", "and", NULL, PROMOTED},
+    {"bitwise_left_shift", "shift_left", NULL, PROMOTED},
+    {"bitwise_or", "or", NULL, PROMOTED},
+    {"bitwise_right_shift", NULL, shift_right, PROMOTED},
+    {"bitwise_xor", "xor", NULL, PROMOTED},
+    {"floor_divide", NULL, hlo_floor_divide, PROMOTED},
+    {"fmax", NULL, fmax_fn, PROMOTED},
+    {"fmin", NULL, fmin_fn, PROMOTED},
+    {"fmod", "remainder", NULL, PROMOTED},
+    {"logical_and", "and", NULL, AS_BOOL},
+    {"logical_or", "or", NULL, AS_BOOL},
+    {"logical_xor", "xor", NULL, AS_BOOL},
+    {"maximum", NULL, maximum_fn, PROMOTED},
+    {"minimum", NULL, minimum_fn, PROMOTED},
+    {"mul", "multiply", NULL, PROMOTED},
+    {"pow", "power", NULL, PROMOTED},
+    {"remainder", NULL, hlo_python_remainder, PROMOTED},
+};
+
+static tpu_dtype operand_type(tpu_lowering* l, operand_rule rule, const int* indices, int count) {
+  if (rule == AS_BOOL) return TPU_BOOL;
+  tpu_dtype t = tpu_lower_result_type(l, indices, count);
+  return rule == AS_FLOAT ? float_of(t) : widened(t);
+}
+
+/* op(self, other): either may be a Python scalar (pow.Scalar, remainder.Scalar_Tensor). */
+static tpu_status lower_binary(tpu_lowering* l) {
+  const struct binary_op* op = FIND_OP(l, binary_ops);
+  if (!op) return NULL;
+  hlo_builder* b = tpu_lower_builder(l);
+  int operands[2] = {0, 1};
+  hlo_value v[2];
+  read_operands(l, operands, 2, operand_type(l, op->rule, operands, 2), v);
+  tpu_lower_set_output(l, 0, op->fn ? op->fn(b, v[0], v[1]) : hlo_binary(b, op->hlo, v[0], v[1]));
+  return NULL;
+}
+
+static const struct comparison {
+  const char* name;
+  const char* direction;
+} comparisons[] = {
+    {"eq", "EQ"}, {"ge", "GE"}, {"gt", "GT"}, {"le", "LE"}, {"lt", "LT"}, {"ne", "NE"},
+};
+
+/* Compares in the promoted type, like PyTorch (int8 < 200 wraps 200). */
+static tpu_status lower_compare(tpu_lowering* l) {
+  const struct comparison* op = FIND_OP(l, comparisons);
+  if (!op) return NULL;
+  int operands[2] = {0, 1};
+  hlo_value v[2];
+  read_operands(l, operands, 2, tpu_lower_result_type(l, operands, 2), v);
+  tpu_lower_set_output(l, 0, hlo_compare(tpu_lower_builder(l), op->direction, v[0], v[1]));
+  return NULL;
+}
+
+/* ---- unary ---- */
+
+typedef hlo_value (*unary_fn)(hlo_builder* b, hlo_value x);
+
+/* Unsigned integers and bools are their own absolute value. */
+static hlo_value abs_fn(hlo_builder* b, hlo_value x) {
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  return tpu_dtype_is_float(t) || tpu_dtype_is_signed_int(t) ? hlo_unary(b, "abs", x) : x;
+}
+
+/* Integer inputs of floor, ceil, trunc and round are already whole. */
+static hlo_value floor_fn(hlo_builder* b, hlo_value x) {
+  return tpu_dtype_is_float(hlo_type_of(b, x)->dtype) ? hlo_unary(b, "floor", x) : x;
+}
+static hlo_value ceil_fn(hlo_builder* b, hlo_value x) {
+  return tpu_dtype_is_float(hlo_type_of(b, x)->dtype) ? hlo_unary(b, "ceil", x) : x;
+}
+static hlo_value trunc_fn(hlo_builder* b, hlo_value x) {
+  return tpu_dtype_is_float(hlo_type_of(b, x)->dtype) ? hlo_trunc(b, x) : x;
+}
+static hlo_value frac_fn(hlo_builder* b, hlo_value x) {
+  return hlo_binary(b, "subtract", x, hlo_trunc(b, x));
+}
+static hlo_value exp2_fn(hlo_builder* b, hlo_value x) {
+  return hlo_binary(b, "power", hlo_constant_like(b, x, 2), x); /* exact at integers */
+}
+static hlo_value log2_fn(hlo_builder* b, hlo_value x) {
+  hlo_value y = hlo_unary(b, "log", x);
+  return hlo_binary(b, "multiply", y, hlo_constant_like(b, y, 1.44269504088896340736));
+}
+static hlo_value log10_fn(hlo_builder* b, hlo_value x) {
+  hlo_value y = hlo_unary(b, "log", x);
+  return hlo_binary(b, "multiply", y, hlo_constant_like(b, y, 0.43429448190325182765));
+}
+static hlo_value reciprocal_fn(hlo_builder* b, hlo_value x) {
+  return hlo_binary(b, "divide", hlo_constant_like(b, x, 1), x);
+}
+
+/* Predicates; integers are never NaN or infinite. */
+static hlo_value isnan_fn(hlo_builder* b, hlo_value x) { return hlo_compare(b, "NE", x, x); }
+static hlo_value infinity_test(hlo_builder* b, hlo_value x, double inf) {
+  if (!tpu_dtype_is_float(hlo_type_of(b, x)->dtype)) return filled_like(b, x, TPU_BOOL, 0);
+  return compare_c(b, "EQ", x, inf);
+}
+static hlo_value isinf_fn(hlo_builder* b, hlo_value x) {
+  return infinity_test(b, hlo_unary(b, "abs", x), INFINITY);
+}
+static hlo_value isposinf_fn(hlo_builder* b, hlo_value x) { return infinity_test(b, x, INFINITY); }
+static hlo_value isneginf_fn(hlo_builder* b, hlo_value x) { return infinity_test(b, x, -INFINITY); }
+static hlo_value signbit_fn(hlo_builder* b, hlo_value x) {
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  if (t == TPU_F32 || t == TPU_F64) /* -0.0 and -NaN count as negative */
+    x = hlo_bitcast_convert(b, x, t == TPU_F32 ? TPU_I32 : TPU_I64);
+  else if (!tpu_dtype_is_signed_int(t))
+    return filled_like(b, x, TPU_BOOL, 0);
+  return compare_c(b, "LT", x, 0);
+}
+
+static const struct unary_op {
+  const char* name;
+  const char* hlo;
+  unary_fn fn;
+  operand_rule rule;
+} unary_ops[] = {
+    {"abs", NULL, abs_fn, PROMOTED},
+    {"acos", NULL, hlo_acos, AS_FLOAT},
+    {"acosh", NULL, hlo_acosh, AS_FLOAT},
+    {"asin", NULL, hlo_asin, AS_FLOAT},
+    {"asinh", NULL, hlo_asinh, AS_FLOAT},
+    {"atan", NULL, hlo_atan, AS_FLOAT},
+    {"atanh", NULL, hlo_atanh, AS_FLOAT},
+    {"bitwise_not", "not", NULL, PROMOTED},
+    {"ceil", NULL, ceil_fn, PROMOTED},
+    {"cos", "cosine", NULL, AS_FLOAT},
+    {"cosh", NULL, hlo_cosh, AS_FLOAT},
+    {"erf", NULL, hlo_erf, AS_FLOAT},
+    {"erfc", NULL, hlo_erfc, AS_FLOAT},
+    {"exp", "exponential", NULL, AS_FLOAT},
+    {"exp2", NULL, exp2_fn, AS_FLOAT},
+    {"expm1", "exponential_minus_one", NULL, AS_FLOAT},
+    {"floor", NULL, floor_fn, PROMOTED},
+    {"frac", NULL, frac_fn, PROMOTED},
+    {"isinf", NULL, isinf_fn, PROMOTED},
+    {"isnan", NULL, isnan_fn, PROMOTED},
+    {"isneginf", NULL, isneginf_fn, PROMOTED},
+    {"isposinf", NULL, isposinf_fn, PROMOTED},
+    {"log", "log", NULL, AS_FLOAT},
+    {"log10", NULL, log10_fn, AS_FLOAT},
+    {"log1p", "log_plus_one", NULL, AS_FLOAT},
+    {"log2", NULL, log2_fn, AS_FLOAT},
+    {"logical_not", "not", NULL, AS_BOOL},
+    {"neg", "negate", NULL, PROMOTED},
+    {"reciprocal", NULL, reciprocal_fn, AS_FLOAT},
+    {"rsqrt", "rsqrt", NULL, AS_FLOAT},
+    {"sgn", NULL, hlo_sign, PROMOTED},
+    {"sigmoid", "logistic", NULL, AS_FLOAT},
+    {"sign", NULL, hlo_sign, PROMOTED},
+    {"signbit", NULL, signbit_fn, PROMOTED},
+    {"sin", "sine", NULL, AS_FLOAT},
+    {"sinh", NULL, hlo_sinh, AS_FLOAT},
+    {"sqrt", "sqrt", NULL, AS_FLOAT},
+    {"tan", "tan", NULL, AS_FLOAT},
+    {"tanh", "tanh", NULL, AS_FLOAT},
+    {"trunc", NULL, trunc_fn, PROMOTED},
+};
+
+static hlo_value read_unary(tpu_lowering* l, operand_rule rule) {
+  int self = 0;
+  return tpu_lower_value(l, 0, operand_type(l, rule, &self, 1));
+}
+
+static tpu_status lower_unary(tpu_lowering* l) {
+  const struct unary_op* op = FIND_OP(l, unary_ops);
+  if (!op) return NULL;
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = read_unary(l, op->rule);
+  tpu_lower_set_output(l, 0, op->fn ? op->fn(b, x) : hlo_unary(b, op->hlo, x));
+  return NULL;
+}
+
+/* round(self, decimals=0): halves to even, at 10^-decimals steps. */
+static tpu_status lower_round(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = read_unary(l, PROMOTED);
+  int64_t decimals = tpu_lower_int(l, 1, 0);
+  if (!tpu_dtype_is_float(hlo_type_of(b, x)->dtype)) {
+    tpu_lower_set_output(l, 0, x);
+    return NULL;
+  }
+  if (decimals == 0) {
+    tpu_lower_set_output(l, 0, hlo_unary(b, "round_nearest_even", x));
+    return NULL;
+  }
+  /* As ATen: scale by 10^|decimals| up (or down), round, scale back. */
+  hlo_value scale = hlo_constant_like(b, x, pow(10.0, (double)llabs(decimals)));
+  const char* there = decimals > 0 ? "multiply" : "divide";
+  const char* back = decimals > 0 ? "divide" : "multiply";
+  hlo_value r = hlo_unary(b, "round_nearest_even", hlo_binary(b, there, x, scale));
+  tpu_lower_set_output(l, 0, hlo_binary(b, back, r, scale));
+  return NULL;
+}
+
+static double max_finite(tpu_dtype t) {
+  switch (t) {
+    case TPU_F16: return 65504.0;
+    case TPU_BF16: return 3.38953138925153547590e38;
+    case TPU_F32: return FLT_MAX;
+    default: return DBL_MAX;
+  }
+}
+
+/* nan_to_num(self, nan, posinf, neginf): the replacements are compile-time
+ * floats; infinities default to the dtype's finite extremes. Computes in
+ * the tensor's own dtype so that those extremes stay finite. */
+static tpu_status lower_nan_to_num(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  tpu_dtype t = tpu_lower_arg_type(l, 0).dtype;
+  if (tpu_dtype_is_float(t)) {
+    double big = max_finite(t);
+    hlo_value r = hlo_select(b, hlo_compare(b, "NE", x, x),
+                             hlo_constant_like(b, x, tpu_lower_float(l, 1, 0.0)), x);
+    r = hlo_select(b, compare_c(b, "EQ", x, INFINITY), hlo_constant_like(b, x, tpu_lower_float(l, 2, big)), r);
+    x = hlo_select(b, compare_c(b, "EQ", x, -INFINITY), hlo_constant_like(b, x, tpu_lower_float(l, 3, -big)), r);
+  }
+  tpu_lower_set_output(l, 0, x);
+  return NULL;
+}
+
+/* ---- selection and ternary arithmetic ---- */
+
+/* where(condition, self, other): either branch may be a Python scalar. */
+static tpu_status lower_where(tpu_lowering* l) {
+  int all[3] = {0, 1, 2};
+  tpu_dtype t = tpu_lower_result_type(l, all + 1, 2);
+  hlo_type shape = tpu_lower_broadcast_type(l, all, 3, t);
+  hlo_type pred = shape;
+  pred.dtype = TPU_BOOL;
+  hlo_value cond = tpu_lower_value_as(l, 0, &pred);
+  hlo_value x = tpu_lower_value_as(l, 1, &shape), y = tpu_lower_value_as(l, 2, &shape);
+  tpu_lower_set_output(l, 0, hlo_select(tpu_lower_builder(l), cond, x, y));
+  return NULL;
+}
+
+/* clamp(self, min, max), clamp_min(self, min), clamp_max(self, max):
+ * bounds are scalars, tensors or None; min(max(x, lo), hi) gives hi when
+ * lo > hi, and NaN anywhere propagates, as in PyTorch. */
+static tpu_status lower_clamp(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  const char* name = tpu_lower_op_name(l);
+  bool both_bounds = strcmp(name, "clamp") == 0;
+  int lo = strcmp(name, "clamp_max") == 0 ? -1 : 1;
+  int hi = both_bounds ? 2 : (lo < 0 ? 1 : -1);
+  int operands[3] = {0, 1, 2};
+  int count = both_bounds ? 3 : 2;
+  tpu_dtype t = widened(tpu_lower_result_type(l, operands, count));
+  hlo_type shape = tpu_lower_broadcast_type(l, operands, count, t);
+  hlo_value x = tpu_lower_value_as(l, 0, &shape);
+  if (lo > 0 && !tpu_lower_is_none(l, lo)) x = maximum_fn(b, x, tpu_lower_value_as(l, lo, &shape));
+  if (hi > 0 && !tpu_lower_is_none(l, hi)) x = minimum_fn(b, x, tpu_lower_value_as(l, hi, &shape));
+  tpu_lower_set_output(l, 0, x);
+  return NULL;
+}
+
+/* lerp(self, end, weight) with ATen's two-sided formula, exact at both ends. */
+static tpu_status lower_lerp(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  int operands[3] = {0, 1, 2};
+  hlo_value v[3];
+  read_operands(l, operands, 3, float_of(tpu_lower_result_type(l, operands, 3)), v);
+  hlo_value start = v[0], end = v[1], w = v[2];
+  hlo_value diff = hlo_binary(b, "subtract", end, start);
+  hlo_value low = hlo_binary(b, "add", start, hlo_binary(b, "multiply", w, diff));
+  hlo_value rest = hlo_binary(b, "subtract", hlo_constant_like(b, w, 1), w);
+  hlo_value high = hlo_binary(b, "subtract", end, hlo_binary(b, "multiply", diff, rest));
+  hlo_value near_start = compare_c(b, "LT", hlo_unary(b, "abs", w), 0.5);
+  tpu_lower_set_output(l, 0, hlo_select(b, near_start, low, high));
+  return NULL;
+}
+
+/* addcmul / addcdiv(self, tensor1, tensor2, value) = self + value * t1 (*|/) t2. */
+static tpu_status lower_addc(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  int operands[3] = {0, 1, 2};
+  hlo_value v[3];
+  hlo_type shape = read_operands(l, operands, 3, widened(tpu_lower_result_type(l, operands, 3)), v);
+  hlo_value scaled = v[1];
+  if (!tpu_lower_is_none(l, 3))
+    scaled = hlo_binary(b, "multiply", tpu_lower_value_as(l, 3, &shape), scaled);
+  const char* op = strcmp(tpu_lower_op_name(l), "addcdiv") == 0 ? "divide" : "multiply";
+  tpu_lower_set_output(l, 0, hlo_binary(b, "add", v[0], hlo_binary(b, op, scaled, v[2])));
   return NULL;
 }
 
 static const tpu_op_entry entries[] = {
+    {"__ilshift__", lower_binary, false},
+    {"__irshift__", lower_binary, false},
+    {"__lshift__", lower_binary, false},
+    {"__rshift__", lower_binary, false},
+    {"abs", lower_unary, false},
+    {"acos", lower_unary, false},
+    {"acosh", lower_unary, false},
     {"add", lower_add, false},
+    {"addcdiv", lower_addc, false},
+    {"addcmul", lower_addc, false},
+    {"asin", lower_unary, false},
+    {"asinh", lower_unary, false},
+    {"atan", lower_unary, false},
+    {"atan2", lower_binary, false},
+    {"atanh", lower_unary, false},
+    {"bitwise_and", lower_binary, false},
+    {"bitwise_left_shift", lower_binary, false},
+    {"bitwise_not", lower_unary, false},
+    {"bitwise_or", lower_binary, false},
+    {"bitwise_right_shift", lower_binary, false},
+    {"bitwise_xor", lower_binary, false},
+    {"ceil", lower_unary, false},
+    {"clamp", lower_clamp, false},
+    {"clamp_max", lower_clamp, false},
+    {"clamp_min", lower_clamp, false},
     {"copy", lower_copy, false},
+    {"cos", lower_unary, false},
+    {"cosh", lower_unary, false},
+    {"div", lower_div, false},
+    {"eq", lower_compare, false},
+    {"erf", lower_unary, false},
+    {"erfc", lower_unary, false},
+    {"exp", lower_unary, false},
+    {"exp2", lower_unary, false},
+    {"expm1", lower_unary, false},
     {"fill", lower_fill, false},
+    {"floor", lower_unary, false},
+    {"floor_divide", lower_binary, false},
+    {"fmax", lower_binary, false},
+    {"fmin", lower_binary, false},
+    {"fmod", lower_binary, false},
+    {"frac", lower_unary, false},
+    {"ge", lower_compare, false},
+    {"gt", lower_compare, false},
+    {"isinf", lower_unary, false},
+    {"isnan", lower_unary, false},
+    {"isneginf", lower_unary, false},
+    {"isposinf", lower_unary, false},
+    {"le", lower_compare, false},
+    {"lerp", lower_lerp, false},
+    {"log", lower_unary, false},
+    {"log10", lower_unary, false},
+    {"log1p", lower_unary, false},
+    {"log2", lower_unary, false},
+    {"logical_and", lower_binary, false},
+    {"logical_not", lower_unary, false},
+    {"logical_or", lower_binary, false},
+    {"logical_xor", lower_binary, false},
+    {"lt", lower_compare, false},
+    {"maximum", lower_binary, false},
+    {"minimum", lower_binary, false},
+    {"mul", lower_binary, false},
+    {"nan_to_num", lower_nan_to_num, false},
+    {"ne", lower_compare, false},
+    {"neg", lower_unary, false},
+    {"pow", lower_binary, false},
+    {"reciprocal", lower_unary, false},
+    {"remainder", lower_binary, false},
+    {"round", lower_round, false},
+    {"rsqrt", lower_unary, false},
+    {"rsub", lower_add, false},
+    {"sgn", lower_unary, false},
+    {"sigmoid", lower_unary, false},
+    {"sign", lower_unary, false},
+    {"signbit", lower_unary, false},
+    {"sin", lower_unary, false},
+    {"sinh", lower_unary, false},
+    {"sqrt", lower_unary, false},
+    {"sub", lower_add, false},
+    {"tan", lower_unary, false},
+    {"tanh", lower_unary, false},
+    {"trunc", lower_unary, false},
+    {"where", lower_where, false},
+    {"zero", lower_zero, false},
 };
 
 TPU_OP_FAMILY(tpu_ops_elementwise, entries);

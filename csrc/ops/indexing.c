@@ -1,8 +1,10 @@
 /* Indexing and shape lowerings: cat, index_select, gather, the scatter
- * family, masked_fill, flip, roll, tril/triu, constant_pad_nd, narrow_copy,
- * and advanced indexing (index.Tensor, index_put_). */
+ * family, index_add/copy/fill, take, put, masked_fill, masked_scatter, flip,
+ * roll, tril/triu and their indices, constant_pad_nd, narrow_copy, and
+ * advanced indexing (index.Tensor, index_put_). */
 #include <string.h>
 
+#include "hlo/reduce_extra_ops.h"
 #include "ops/families.h"
 
 #define MAX_CAT 1024
@@ -24,15 +26,25 @@ static void set_empty_output(tpu_lowering* l) {
   tpu_lower_set_output(l, 0, hlo_constant(tpu_lower_builder(l), tpu_lower_output_type(l, 0).dtype, 0));
 }
 
-/* The smallest (is_max false: largest) value of dtype: the identity of
- * maximum (minimum). */
-static hlo_value lowest_value(hlo_builder* b, tpu_dtype t, bool is_max) {
-  if (tpu_dtype_is_float(t)) return hlo_constant(b, t, is_max ? -__builtin_inf() : __builtin_inf());
-  if (t == TPU_BOOL) return hlo_constant(b, t, is_max ? 0 : 1);
+/* The largest (or smallest) value of dtype t: the identity of minimum (or
+ * maximum). */
+static hlo_value extreme_value(hlo_builder* b, tpu_dtype t, bool largest) {
+  if (tpu_dtype_is_float(t)) return hlo_constant(b, t, largest ? __builtin_inf() : -__builtin_inf());
+  if (t == TPU_BOOL) return hlo_constant(b, t, largest);
+  if (!tpu_dtype_is_signed_int(t)) return hlo_constant_i64(b, t, largest ? (int64_t)-1 : 0);
   int bits = (int)tpu_dtype_size(t) * 8;
-  if (!tpu_dtype_is_signed_int(t)) return hlo_constant_i64(b, t, is_max ? 0 : (int64_t)-1);
   int64_t top = bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
-  return hlo_constant_i64(b, t, is_max ? -top - 1 : top);
+  return hlo_constant_i64(b, t, largest ? top : -top - 1);
+}
+
+/* x[..., start:limit, ...] along dim. */
+static hlo_value slice_dim(hlo_builder* b, hlo_value x, int dim, int64_t start, int64_t limit) {
+  const hlo_type* t = hlo_type_of(b, x);
+  int64_t starts[TPU_MAX_RANK] = {0}, limits[TPU_MAX_RANK], strides[TPU_MAX_RANK];
+  for (int d = 0; d < t->rank; d++) limits[d] = t->dims[d], strides[d] = 1;
+  starts[dim] = start;
+  limits[dim] = limit;
+  return hlo_slice(b, x, starts, limits, strides);
 }
 
 /* cat(tensors, dim): converted to the output's (promoted) dtype. Legacy
@@ -61,29 +73,153 @@ static tpu_status lower_cat(tpu_lowering* l) {
   return NULL;
 }
 
-/* index_select(self, dim, index): whole slices of self along dim. */
+/* Whole slices of x along dim at the positions of a 1-d i64 index (out of
+ * range positions clamp). */
+static hlo_value select_along(hlo_builder* b, hlo_value x, int dim, hlo_value index) {
+  hlo_type out = *hlo_type_of(b, x);
+  out.dims[dim] = hlo_type_of(b, index)->dims[0];
+  int64_t offset[TPU_MAX_RANK], sizes[TPU_MAX_RANK], d64 = dim;
+  int w = 0;
+  for (int d = 0; d < out.rank; d++) {
+    sizes[d] = d == dim ? 1 : out.dims[d];
+    if (d != dim) offset[w++] = d;
+  }
+  hlo_gather_dims g = {offset, w, &d64, 1, &d64, 1, 1, sizes};
+  return hlo_gather(b, x, index, &g, out);
+}
+
+/* x with whole slices along dim at the positions of a 1-d i64 index
+ * replaced by (combiner NULL) or combined with the slices of `updates`. */
+static hlo_value scatter_along(hlo_builder* b, hlo_value x, int dim, hlo_value index,
+                               hlo_value updates, const char* combiner) {
+  int rank = hlo_type_of(b, x)->rank;
+  int64_t window[TPU_MAX_RANK], d64 = dim;
+  int w = 0;
+  for (int d = 0; d < rank; d++)
+    if (d != dim) window[w++] = d;
+  hlo_scatter_dims s = {window, w, &d64, 1, &d64, 1, 1};
+  return hlo_scatter(b, x, index, updates, &s, combiner);
+}
+
+/* An integer index as i64 into a dim of `size`, negative entries
+ * counting from the end. */
+static hlo_value wrap_index(hlo_builder* b, hlo_value index, int64_t size) {
+  index = hlo_convert(b, index, TPU_I64);
+  hlo_value negative = hlo_compare(b, "LT", index, hlo_constant_like(b, index, 0));
+  hlo_value wrapped = hlo_binary(b, "add", index, hlo_constant_like(b, index, (double)size));
+  return hlo_select(b, negative, wrapped, index);
+}
+
+/* Index argument `arg` flattened and wrapped into a dim of `size`. */
+static hlo_value flat_index(tpu_lowering* l, int arg, int64_t size) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type t = tpu_lower_arg_type(l, arg);
+  int64_t n = hlo_type_numel(&t);
+  return wrap_index(b, hlo_reshape(b, tpu_lower_tensor(l, arg), 1, &n), size);
+}
+
+/* index_select(self, dim, index). */
 static tpu_status lower_index_select(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_value x = at_least_1d(b, tpu_lower_tensor(l, 0));
   hlo_type xt = *hlo_type_of(b, x);
   int dim = wrap_dim(tpu_lower_int(l, 1, 0), xt.rank);
   hlo_type it = tpu_lower_arg_type(l, 2);
-  int64_t n = hlo_type_numel(&it);
-  hlo_type out = xt;
-  out.dims[dim] = n;
-  if (hlo_type_numel(&out) == 0) {
+  if (hlo_type_numel(&xt) == 0 || hlo_type_numel(&it) == 0) {
     set_empty_output(l);
     return NULL;
   }
-  hlo_value index = hlo_reshape(b, hlo_convert(b, tpu_lower_tensor(l, 2), TPU_I64), 1, &n);
-  int64_t offset[TPU_MAX_RANK], sizes[TPU_MAX_RANK], d64 = dim;
-  int w = 0;
-  for (int d = 0; d < xt.rank; d++) {
-    sizes[d] = d == dim ? 1 : xt.dims[d];
-    if (d != dim) offset[w++] = d;
+  tpu_lower_set_output(l, 0, select_along(b, x, dim, flat_index(l, 2, xt.dims[dim])));
+  return NULL;
+}
+
+/* take(self, index): self flattened, read at index (shaped like index). */
+static tpu_status lower_take(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type xt = tpu_lower_arg_type(l, 0), it = tpu_lower_arg_type(l, 1);
+  int64_t n = hlo_type_numel(&xt);
+  if (n == 0 || hlo_type_numel(&it) == 0) {
+    set_empty_output(l);
+    return NULL;
   }
-  hlo_gather_dims g = {offset, w, &d64, 1, &d64, 1, 1, sizes};
-  tpu_lower_set_output(l, 0, hlo_gather(b, x, index, &g, out));
+  hlo_value flat = hlo_reshape(b, tpu_lower_tensor(l, 0), 1, &n);
+  tpu_lower_set_output(l, 0, select_along(b, flat, 0, flat_index(l, 1, n)));
+  return NULL;
+}
+
+/* index_add(self, dim, index, source, alpha), index_copy(self, dim, index,
+ * source), index_fill(self, dim, index, value): slices of self along dim
+ * at index get source's slices added, copied, or the value. */
+static tpu_status lower_index_update(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  const char* op = tpu_lower_op_name(l);
+  hlo_value x = at_least_1d(b, tpu_lower_tensor(l, 0));
+  hlo_type xt = *hlo_type_of(b, x);
+  int dim = wrap_dim(tpu_lower_int(l, 1, 0), xt.rank);
+  hlo_type it = tpu_lower_arg_type(l, 2);
+  hlo_type ut = xt;
+  ut.dims[dim] = hlo_type_numel(&it);
+  if (hlo_type_numel(&ut) == 0) {
+    tpu_lower_set_output(l, 0, x);
+    return NULL;
+  }
+  hlo_value updates;
+  if (strcmp(op, "index_fill") == 0) {
+    hlo_value value = hlo_reshape(b, tpu_lower_value(l, 3, xt.dtype), 0, NULL);
+    updates = hlo_broadcast_in_dim(b, value, ut.rank, ut.dims, NULL);
+  } else {
+    updates = hlo_reshape(b, hlo_convert(b, tpu_lower_tensor(l, 3), xt.dtype), ut.rank, ut.dims);
+  }
+  bool add = strcmp(op, "index_add") == 0;
+  if (add && !tpu_lower_is_none(l, 4))
+    updates = hlo_binary(b, "multiply", updates, tpu_lower_value_as(l, 4, &ut));
+  tpu_lower_set_output(l, 0, scatter_along(b, x, dim, flat_index(l, 2, xt.dims[dim]), updates,
+                                           add ? "add" : NULL));
+  return NULL;
+}
+
+/* For each entry of a flat mask, its rank among the true entries: where
+ * the k-th true position takes the k-th packed value from. */
+static hlo_value mask_slots(hlo_builder* b, hlo_value flat_mask) {
+  hlo_value ones = hlo_convert(b, flat_mask, TPU_I64);
+  hlo_value count = hlo_cumulative(b, ones, hlo_constant(b, TPU_I64, 0), "add", 0);
+  return hlo_binary(b, "subtract", count, hlo_constant_like(b, count, 1));
+}
+
+/* put(self, index, source, accumulate): self flattened, written (or added
+ * to) at index. */
+static tpu_status lower_put(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  hlo_type xt = *hlo_type_of(b, x), it = tpu_lower_arg_type(l, 1);
+  int64_t n = hlo_type_numel(&xt), ni = hlo_type_numel(&it);
+  if (n == 0 || ni == 0) {
+    tpu_lower_set_output(l, 0, x);
+    return NULL;
+  }
+  hlo_value source = hlo_reshape(b, hlo_convert(b, tpu_lower_tensor(l, 2), xt.dtype), 1, &ni);
+  hlo_value flat = scatter_along(b, hlo_reshape(b, x, 1, &n), 0, flat_index(l, 1, n), source,
+                                 tpu_lower_bool(l, 3, false) ? "add" : NULL);
+  tpu_lower_set_output(l, 0, hlo_reshape(b, flat, xt.rank, xt.dims));
+  return NULL;
+}
+
+/* masked_scatter(self, mask, source): the true positions of mask (broadcast
+ * to self) take source's leading values in order. */
+static tpu_status lower_masked_scatter(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  hlo_type xt = *hlo_type_of(b, x), st = tpu_lower_arg_type(l, 2);
+  int64_t n = hlo_type_numel(&xt), ns = hlo_type_numel(&st);
+  if (n == 0 || ns == 0) {
+    tpu_lower_set_output(l, 0, x);
+    return NULL;
+  }
+  hlo_value mask = hlo_convert(b, tpu_lower_tensor(l, 1), TPU_BOOL);
+  mask = hlo_broadcast_to(b, mask, xt.rank, xt.dims);
+  hlo_value source = hlo_reshape(b, hlo_convert(b, tpu_lower_tensor(l, 2), xt.dtype), 1, &ns);
+  hlo_value taken = select_along(b, source, 0, mask_slots(b, hlo_reshape(b, mask, 1, &n)));
+  tpu_lower_set_output(l, 0, hlo_select(b, mask, hlo_reshape(b, taken, xt.rank, xt.dims), x));
   return NULL;
 }
 
@@ -133,11 +269,12 @@ static hlo_value scatter_elements(hlo_builder* b, hlo_value x, hlo_value index, 
   return hlo_scatter(b, x, element_coords(b, index, dim), updates, &s, combiner);
 }
 
-/* The StableHLO combiner of a scatter reduce name; "" for mean, NULL if unknown. */
+/* The StableHLO combiner of a scatter reduce name (mean sums, then
+ * divides); NULL if unknown. */
 static const char* reduce_combiner(const char* reduce) {
   static const char* const names[][2] = {
-      {"add", "add"},      {"sum", "add"},     {"multiply", "multiply"}, {"prod", "multiply"},
-      {"amax", "maximum"}, {"amin", "minimum"}, {"mean", ""},
+      {"add", "add"},      {"sum", "add"},      {"multiply", "multiply"}, {"prod", "multiply"},
+      {"amax", "maximum"}, {"amin", "minimum"}, {"mean", "add"},
   };
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(reduce, names[i][0]) == 0) return names[i][1];
@@ -184,16 +321,18 @@ static tpu_status lower_scatter(tpu_lowering* l) {
     return NULL;
   }
   bool include_self = strcmp(op, "scatter_reduce") != 0 || tpu_lower_bool(l, 5, true);
-  bool mean = combiner && combiner[0] == '\0';
+  bool mean = reduce && strcmp(reduce, "mean") == 0;
   /* Without self, scattered positions start from the reduction's identity. */
   hlo_value start = x;
   if (!include_self) {
-    hlo_value identity = strcmp(reduce, "amax") == 0   ? lowest_value(b, xt.dtype, true)
-                         : strcmp(reduce, "amin") == 0 ? lowest_value(b, xt.dtype, false)
-                                                        : hlo_constant(b, xt.dtype, strcmp(reduce, "prod") == 0);
-    start = scatter_elements(b, x, index, dim, hlo_broadcast_in_dim(b, identity, ut.rank, ut.dims, NULL), NULL);
+    bool prod = strcmp(reduce, "prod") == 0;
+    hlo_value identity = strcmp(reduce, "amax") == 0   ? extreme_value(b, xt.dtype, false)
+                         : strcmp(reduce, "amin") == 0 ? extreme_value(b, xt.dtype, true)
+                                                        : hlo_constant(b, xt.dtype, prod);
+    identity = hlo_broadcast_in_dim(b, identity, ut.rank, ut.dims, NULL);
+    start = scatter_elements(b, x, index, dim, identity, NULL);
   }
-  hlo_value result = scatter_elements(b, start, index, dim, updates, mean ? "add" : combiner);
+  hlo_value result = scatter_elements(b, start, index, dim, updates, combiner);
   if (mean) {
     hlo_value counts = scatter_elements(b, hlo_constant_like(b, x, include_self), index, dim,
                                         hlo_constant_like(b, updates, 1), "add");
@@ -238,13 +377,7 @@ static hlo_value roll_one(hlo_builder* b, hlo_value x, int64_t shift, int dim) {
   if (n == 0) return x;
   int64_t s = ((shift % n) + n) % n;
   if (s == 0) return x;
-  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK], strides[TPU_MAX_RANK];
-  for (int d = 0; d < t.rank; d++) limit[d] = t.dims[d], strides[d] = 1;
-  start[dim] = n - s;
-  hlo_value tail = hlo_slice(b, x, start, limit, strides);
-  start[dim] = 0;
-  limit[dim] = n - s;
-  hlo_value parts[2] = {tail, hlo_slice(b, x, start, limit, strides)};
+  hlo_value parts[2] = {slice_dim(b, x, dim, n - s, n), slice_dim(b, x, dim, 0, n - s)};
   return hlo_concatenate(b, parts, 2, dim);
 }
 
@@ -310,7 +443,8 @@ static tpu_status lower_constant_pad_nd(tpu_lowering* l) {
     low[t.rank - 1 - i] = pad[2 * i];
     high[t.rank - 1 - i] = pad[2 * i + 1];
   }
-  hlo_value value = tpu_lower_is_none(l, 2) ? hlo_constant(b, t.dtype, 0) : tpu_lower_value(l, 2, t.dtype);
+  hlo_value value =
+      tpu_lower_is_none(l, 2) ? hlo_constant(b, t.dtype, 0) : tpu_lower_value(l, 2, t.dtype);
   tpu_lower_set_output(l, 0, hlo_pad(b, x, value, low, high, interior));
   return NULL;
 }
@@ -321,12 +455,37 @@ static tpu_status lower_narrow_copy(tpu_lowering* l) {
   hlo_value x = tpu_lower_tensor(l, 0);
   hlo_type t = *hlo_type_of(b, x);
   int dim = wrap_dim(tpu_lower_int(l, 1, 0), t.rank);
-  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK], strides[TPU_MAX_RANK];
-  for (int d = 0; d < t.rank; d++) limit[d] = t.dims[d], strides[d] = 1;
-  int64_t first = tpu_lower_int(l, 2, 0);
-  start[dim] = first < 0 ? first + t.dims[dim] : first;
-  limit[dim] = start[dim] + tpu_lower_int(l, 3, 0);
-  tpu_lower_set_output(l, 0, hlo_slice(b, x, start, limit, strides));
+  int64_t start = tpu_lower_int(l, 2, 0);
+  if (start < 0) start += t.dims[dim];
+  tpu_lower_set_output(l, 0, slice_dim(b, x, dim, start, start + tpu_lower_int(l, 3, 0)));
+  return NULL;
+}
+
+/* tril_indices / triu_indices(row, col, offset): the (row, col) pairs of
+ * the kept triangle in row-major order, as a [2, count] tensor. Each kept
+ * grid position is scattered to its rank among the kept ones. */
+static tpu_status lower_triangle_indices(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type out = tpu_lower_output_type(l, 0);
+  int64_t cols = tpu_lower_int(l, 1, 0), n = tpu_lower_int(l, 0, 0) * cols;
+  if (hlo_type_numel(&out) == 0 || out.rank != 2) {
+    set_empty_output(l);
+    return NULL;
+  }
+  hlo_value k = hlo_iota(b, hlo_type_make(TPU_I64, 1, &n), 0);
+  hlo_value r = hlo_binary(b, "divide", k, hlo_constant_like(b, k, (double)cols));
+  hlo_value c = hlo_binary(b, "remainder", k, hlo_constant_like(b, k, (double)cols));
+  hlo_value above = hlo_binary(b, "subtract", c, r);
+  bool lower = strcmp(tpu_lower_op_name(l), "tril_indices") == 0;
+  hlo_value offset = hlo_constant_like(b, above, (double)tpu_lower_int(l, 2, 0));
+  hlo_value keep = hlo_compare(b, lower ? "LE" : "GE", above, offset);
+  /* Dropped positions go to slot `count`, past the end, which scatter skips. */
+  hlo_value past_end = hlo_constant_like(b, k, (double)out.dims[1]);
+  hlo_value slots = hlo_select(b, keep, mask_slots(b, keep), past_end);
+  int64_t pair[2] = {1, n};
+  hlo_value parts[2] = {hlo_reshape(b, r, 2, pair), hlo_reshape(b, c, 2, pair)};
+  hlo_value zeros = hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, 0), 2, out.dims, NULL);
+  tpu_lower_set_output(l, 0, scatter_along(b, zeros, 1, slots, hlo_concatenate(b, parts, 2, 0), NULL));
   return NULL;
 }
 
@@ -350,7 +509,8 @@ static bool adv_index_make(tpu_lowering* l, int arg, hlo_value x, adv_index* a) 
   hlo_type xt = *hlo_type_of(b, x);
   int n = tpu_lower_tensor_list_count(l, arg);
   if (n > xt.rank) {
-    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: %d indices for a tensor of rank %d", op, n, xt.rank);
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: %d indices for a tensor of rank %d", op, n,
+                   xt.rank);
     return false;
   }
   hlo_value items[TPU_MAX_RANK];
@@ -383,11 +543,7 @@ static bool adv_index_make(tpu_lowering* l, int arg, hlo_value x, adv_index* a) 
   hlo_value parts[TPU_MAX_RANK];
   for (int i = 0; i < a->m; i++) {
     int d = (int)a->indexed[i];
-    hlo_value index = hlo_convert(b, items[d], TPU_I64);
-    /* Negative indices count from the end. */
-    hlo_value negative = hlo_compare(b, "LT", index, hlo_constant_like(b, index, 0));
-    index = hlo_select(b, negative, hlo_binary(b, "add", index, hlo_constant_like(b, index, (double)xt.dims[d])),
-                       index);
+    hlo_value index = wrap_index(b, items[d], xt.dims[d]);
     index = hlo_broadcast_to(b, index, batch.rank, batch.dims);
     parts[i] = hlo_reshape(b, index, one.rank, one.dims);
   }
@@ -425,15 +581,17 @@ static tpu_status lower_index(tpu_lowering* l) {
   } else if (hlo_type_numel(&a.result) == 0) {
     set_empty_output(l);
   } else {
-    hlo_gather_dims g = {a.window, a.w, a.indexed, a.m, a.indexed, a.m, a.result.rank - a.w, a.slice_sizes};
+    int batch_rank = a.result.rank - a.w;
+    hlo_gather_dims g = {a.window, a.w, a.indexed, a.m, a.indexed, a.m, batch_rank, a.slice_sizes};
     tpu_lower_set_output(l, 0, hlo_gather(b, x, a.coords, &g, a.result));
   }
   return NULL;
 }
 
-/* x[mask] = value for one boolean mask and a single value: a select, as the
- * written positions need no data-dependent shape. Returns false if the call
- * is not of that form. */
+/* x[mask] = values with one boolean mask: the k-th true position takes
+ * the k-th entry of values (broadcast along the other dims). The written
+ * shape is x's, so unlike reading x[mask] this needs no data-dependent
+ * shape. Returns false if the call is not of that form. */
 static bool masked_put(tpu_lowering* l, hlo_value x, bool accumulate) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_value items[TPU_MAX_RANK];
@@ -443,18 +601,31 @@ static bool masked_put(tpu_lowering* l, hlo_value x, bool accumulate) {
     present++;
     if (is_mask_dtype(tpu_lower_tensor_list_type(l, 1, d).dtype)) at = d;
   }
-  hlo_type vt = tpu_lower_arg_type(l, 2);
-  if (present != 1 || at < 0 || hlo_type_numel(&vt) != 1) return false;
-  /* The mask covers x's dims from its position on. */
+  if (present != 1 || at < 0) return false;
+  /* The mask covers x's dims [at, at + k); values are packed along one dim
+   * in their place. */
   hlo_type xt = *hlo_type_of(b, x);
-  hlo_type mt = tpu_lower_tensor_list_type(l, 1, at);
+  hlo_type mt = tpu_lower_tensor_list_type(l, 1, at), vt = tpu_lower_arg_type(l, 2);
+  int post = xt.rank - at - mt.rank, packed_at = vt.rank - 1 - post;
+  int64_t mn = hlo_type_numel(&mt);
+  if (hlo_type_numel(&xt) == 0) {
+    tpu_lower_set_output(l, 0, x);
+    return true;
+  }
+  hlo_type packed = {xt.dtype, at + 1 + post, {0}};
+  for (int d = 0; d < packed.rank; d++) {
+    int from = d < at ? d : d == at ? -1 : d - 1 + mt.rank;
+    packed.dims[d] = from >= 0 ? xt.dims[from] : packed_at >= 0 ? vt.dims[packed_at] : 1;
+  }
+  hlo_value values = tpu_lower_value_as(l, 2, &packed);
+  hlo_value mask = hlo_convert(b, items[at], TPU_BOOL);
+  values = select_along(b, values, at, mask_slots(b, hlo_reshape(b, mask, 1, &mn)));
+  values = hlo_reshape(b, values, xt.rank, xt.dims);
   int64_t bdims[TPU_MAX_RANK];
   for (int k = 0; k < mt.rank; k++) bdims[k] = at + k;
-  hlo_value mask = hlo_broadcast_in_dim(b, hlo_convert(b, items[at], TPU_BOOL), xt.rank, xt.dims, bdims);
-  hlo_value value = hlo_reshape(b, tpu_lower_value(l, 2, xt.dtype), 0, NULL);
-  value = hlo_broadcast_in_dim(b, value, xt.rank, xt.dims, NULL);
-  if (accumulate) value = hlo_binary(b, "add", x, value);
-  tpu_lower_set_output(l, 0, hlo_select(b, mask, value, x));
+  mask = hlo_broadcast_in_dim(b, mask, xt.rank, xt.dims, bdims);
+  if (accumulate) values = hlo_binary(b, "add", x, values);
+  tpu_lower_set_output(l, 0, hlo_select(b, mask, values, x));
   return true;
 }
 
@@ -490,15 +661,23 @@ static const tpu_op_entry entries[] = {
     {"gather", lower_gather, false},
     {"index", lower_index, false},
     {"index_put", lower_index_put, false},
+    {"index_add", lower_index_update, false},
+    {"index_copy", lower_index_update, false},
+    {"index_fill", lower_index_update, false},
     {"index_select", lower_index_select, false},
     {"masked_fill", lower_masked_fill, false},
+    {"masked_scatter", lower_masked_scatter, false},
     {"narrow_copy", lower_narrow_copy, false},
+    {"put", lower_put, false},
     {"roll", lower_roll, false},
     {"scatter", lower_scatter, false},
     {"scatter_add", lower_scatter, false},
     {"scatter_reduce", lower_scatter, false},
+    {"take", lower_take, false},
     {"tril", lower_triangle, false},
+    {"tril_indices", lower_triangle_indices, false},
     {"triu", lower_triangle, false},
+    {"triu_indices", lower_triangle_indices, false},
 };
 
 TPU_OP_FAMILY(tpu_ops_indexing, entries);

@@ -38,9 +38,9 @@ static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? 
 /* Scalar argument `index` as a 0-d value of t broadcast to like's shape. */
 static hlo_value scalar_like(tpu_lowering* l, int index, tpu_dtype t, hlo_value like) {
   hlo_builder* b = tpu_lower_builder(l);
-  const hlo_type* shape = hlo_type_of(b, like);
+  hlo_type shape = *hlo_type_of(b, like);
   hlo_value s = tpu_lower_is_none(l, index) ? hlo_constant(b, t, 1) : tpu_lower_value(l, index, t);
-  return hlo_broadcast_in_dim(b, s, shape->rank, shape->dims, NULL);
+  return hlo_broadcast_in_dim(b, s, shape.rank, shape.dims, NULL);
 }
 
 static tpu_status lower_product(tpu_lowering* l) {

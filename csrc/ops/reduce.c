@@ -1,6 +1,7 @@
-/* Reductions: sum, nansum, mean, prod, amax/amin, max/min, argmax/argmin,
- * var/std (and var_mean/std_mean), vector norms, all/any, count_nonzero,
- * logsumexp, cumsum/cumprod, softmax/log_softmax and their backwards.
+/* Reductions: sum, nansum, mean, prod, amax/amin/aminmax, max/min,
+ * argmax/argmin, var/std (and var_mean/std_mean), vector norms, all/any,
+ * count_nonzero, logsumexp, cumsum/cumprod, softmax/log_softmax and their
+ * backwards.
  *
  * Output dtypes come from PyTorch's meta kernels (dtype= arguments, integer
  * sums promoting to int64, half_to_float), so lowerings read the output type
@@ -15,39 +16,43 @@
 /* float16/bfloat16 accumulate in float32, as PyTorch's CPU kernels do. */
 static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
 
-/* The dims named by argument `index` (an int or int list), wrapped. None, a
- * non-dim argument (an overload without dims) or, when empty_is_all, [] mean
- * every dim. A 0-d tensor accepts dim 0 or -1 and reduces nothing. */
-static int reduce_dims(tpu_lowering* l, int index, int rank, bool empty_is_all, int64_t* out) {
+/* What a reduction covers: its input's type and the dims it reduces. */
+typedef struct reduction {
+  hlo_type in;
+  int64_t dims[TPU_MAX_RANK];
+  int count;
+} reduction;
+
+/* The reduction of tensor argument `input` over the dims named by argument
+ * `index` (an int or int list), wrapped. None, a non-dim argument (an
+ * overload without dims) or, when empty_is_all, [] mean every dim. A 0-d
+ * tensor accepts dim 0 or -1 and reduces nothing. */
+static reduction reduction_of(tpu_lowering* l, int input, int index, bool empty_is_all) {
+  reduction r = {tpu_lower_arg_type(l, input), {0}, 0};
   const int64_t* items;
   int n = tpu_lower_int_list(l, index, &items);
   if (n == 0 && (empty_is_all || tpu_lower_arg_kind(l, index) != TPU_ARG_INT_LIST)) {
-    for (int i = 0; i < rank; i++) out[i] = i;
-    return rank;
+    for (int i = 0; i < r.in.rank; i++) r.dims[r.count++] = i;
+    return r;
   }
-  int wrap = rank > 0 ? rank : 1, count = 0;
+  int wrap = r.in.rank > 0 ? r.in.rank : 1;
   for (int i = 0; i < n; i++) {
     int64_t d = items[i] < 0 ? items[i] + wrap : items[i];
-    if (d < 0 || d >= wrap || count == TPU_MAX_RANK) {
-      tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: dim %lld is out of range for a %d-d tensor",
-                     tpu_lower_op_name(l), (long long)items[i], rank);
-      return 0;
+    if (d < 0 || d >= wrap || r.count == TPU_MAX_RANK) {
+      tpu_lower_fail(l, TPU_INVALID_ARGUMENT,
+                     "aten::%s: dim %lld is out of range for a %d-d tensor",
+                     tpu_lower_op_name(l), (long long)items[i], r.in.rank);
+      return r;
     }
-    if (rank > 0) out[count++] = d;
+    if (r.in.rank > 0) r.dims[r.count++] = d;
   }
-  return count;
+  return r;
 }
 
-static bool is_reduced(int dim, const int64_t* dims, int n) {
-  for (int i = 0; i < n; i++)
-    if (dims[i] == dim) return true;
-  return false;
-}
-
-/* How many elements each result of a reduction over dims combines. */
-static int64_t reduced_count(const hlo_type* in, const int64_t* dims, int n) {
+/* How many elements each result combines. */
+static int64_t reduced_count(const reduction* r) {
   int64_t count = 1;
-  for (int i = 0; i < n; i++) count *= in->dims[dims[i]];
+  for (int i = 0; i < r->count; i++) count *= r->in.dims[r->dims[i]];
   return count;
 }
 
@@ -65,11 +70,16 @@ static hlo_value identity(hlo_builder* b, tpu_dtype t, const char* reducer) {
   return hlo_constant_i64(b, t, highest ? top : -top - 1);
 }
 
-/* x converted to t and reduced over dims. */
+/* x (of the input's shape) converted to t and reduced; max and min let NaN
+ * win. */
 static hlo_value reduce(hlo_builder* b, hlo_value x, tpu_dtype t, const char* reducer,
-                        const int64_t* dims, int n) {
+                        const reduction* r) {
   x = hlo_convert(b, x, t);
-  return hlo_reduce(b, x, identity(b, t, reducer), reducer, dims, n);
+  hlo_value init = identity(b, t, reducer);
+  bool is_max = !strcmp(reducer, "maximum");
+  if (is_max || !strcmp(reducer, "minimum"))
+    return hlo_reduce_extreme(b, x, init, is_max, r->dims, r->count);
+  return hlo_reduce(b, x, init, reducer, r->dims, r->count);
 }
 
 /* A 0-d value broadcast to like's shape. */
@@ -78,15 +88,16 @@ static hlo_value splat(hlo_builder* b, hlo_value scalar, hlo_value like) {
   return hlo_broadcast_in_dim(b, scalar, t->rank, t->dims, NULL);
 }
 
-/* A value reduced over dims, broadcast back to the shape of `like`. */
-static hlo_value expand_back(hlo_builder* b, hlo_value v, hlo_value like, const int64_t* dims,
-                             int n) {
-  hlo_type t = *hlo_type_of(b, like);
+/* A reduced value broadcast back to the input's shape. */
+static hlo_value expand_back(hlo_builder* b, hlo_value v, const reduction* r) {
   int64_t kept[TPU_MAX_RANK];
   int k = 0;
-  for (int i = 0; i < t.rank; i++)
-    if (!is_reduced(i, dims, n)) kept[k++] = i;
-  return hlo_broadcast_in_dim(b, v, t.rank, t.dims, kept);
+  for (int i = 0; i < r->in.rank; i++) {
+    bool reduced = false;
+    for (int j = 0; j < r->count; j++) reduced = reduced || r->dims[j] == i;
+    if (!reduced) kept[k++] = i;
+  }
+  return hlo_broadcast_in_dim(b, v, r->in.rank, r->in.dims, kept);
 }
 
 /* sum, nansum, prod (self, dims or dim, keepdim, dtype): the input is cast
@@ -94,15 +105,13 @@ static hlo_value expand_back(hlo_builder* b, hlo_value v, hlo_value like, const 
 static tpu_status lower_sum_prod(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   const char* name = tpu_lower_op_name(l);
-  hlo_type in = tpu_lower_arg_type(l, 0);
-  int64_t dims[TPU_MAX_RANK];
-  int n = reduce_dims(l, 1, in.rank, true, dims);
+  reduction r = reduction_of(l, 0, 1, true);
   tpu_dtype out = tpu_lower_output_type(l, 0).dtype;
   hlo_value x = hlo_convert(b, tpu_lower_value(l, 0, out), acc_type(out));
   if (!strcmp(name, "nansum") && tpu_dtype_is_float(out))
     x = hlo_select(b, hlo_compare(b, "NE", x, x), hlo_constant_like(b, x, 0), x);
   const char* reducer = !strcmp(name, "prod") ? "multiply" : "add";
-  tpu_lower_set_output(l, 0, reduce(b, x, acc_type(out), reducer, dims, n));
+  tpu_lower_set_output(l, 0, reduce(b, x, acc_type(out), reducer, &r));
   return NULL;
 }
 
@@ -110,25 +119,23 @@ static tpu_status lower_sum_prod(tpu_lowering* l) {
  * input goes straight to the accumulation type, as in PyTorch's CPU mean. */
 static tpu_status lower_mean(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_type in = tpu_lower_arg_type(l, 0);
-  int64_t dims[TPU_MAX_RANK];
-  int n = reduce_dims(l, 1, in.rank, true, dims);
+  reduction r = reduction_of(l, 0, 1, true);
   tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
-  hlo_value sum = reduce(b, tpu_lower_value(l, 0, t), t, "add", dims, n);
-  hlo_value count = hlo_constant_like(b, sum, (double)reduced_count(&in, dims, n));
+  hlo_value sum = reduce(b, tpu_lower_value(l, 0, t), t, "add", &r);
+  hlo_value count = hlo_constant_like(b, sum, (double)reduced_count(&r));
   tpu_lower_set_output(l, 0, hlo_binary(b, "divide", sum, count));
   return NULL;
 }
 
-/* Value and first index of the extreme along the one dim in dims, or over
- * the flattened input otherwise (argmax's dim=None, a 0-d input). */
-static void arg_extreme(hlo_builder* b, hlo_value x, const int64_t* dims, int n, bool is_max,
+/* Value and first index of the extreme along the reduction's one dim, or
+ * over the flattened input otherwise (argmax's dim=None, a 0-d input). */
+static void arg_extreme(hlo_builder* b, hlo_value x, const reduction* r, bool is_max,
                         hlo_value* out_values, hlo_value* out_indices) {
-  if (n != 1) {
-    int64_t numel = hlo_type_numel(hlo_type_of(b, x));
+  if (r->count != 1) {
+    int64_t numel = hlo_type_numel(&r->in);
     x = hlo_reshape(b, x, 1, &numel);
   }
-  hlo_arg_reduce(b, x, n == 1 ? (int)dims[0] : 0, is_max, out_values, out_indices);
+  hlo_arg_reduce(b, x, r->count == 1 ? (int)r->dims[0] : 0, is_max, out_values, out_indices);
 }
 
 /* amax/amin(self, dims=[] meaning all), max/min(self) over everything, and
@@ -136,29 +143,35 @@ static void arg_extreme(hlo_builder* b, hlo_value x, const int64_t* dims, int n,
 static tpu_status lower_extreme(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   bool is_max = strstr(tpu_lower_op_name(l), "max") != NULL;
-  hlo_type in = tpu_lower_arg_type(l, 0);
-  int64_t dims[TPU_MAX_RANK];
-  int n = reduce_dims(l, 1, in.rank, true, dims);
+  reduction r = reduction_of(l, 0, 1, true);
   hlo_value x = tpu_lower_tensor(l, 0);
   if (tpu_lower_output_count(l) == 2) {
     hlo_value values, indices;
-    arg_extreme(b, x, dims, n, is_max, &values, &indices);
+    arg_extreme(b, x, &r, is_max, &values, &indices);
     tpu_lower_set_output(l, 0, values);
     tpu_lower_set_output(l, 1, indices);
     return NULL;
   }
-  tpu_lower_set_output(l, 0, reduce(b, x, in.dtype, is_max ? "maximum" : "minimum", dims, n));
+  tpu_lower_set_output(l, 0, reduce(b, x, r.in.dtype, is_max ? "maximum" : "minimum", &r));
+  return NULL;
+}
+
+/* aminmax(self, dim=None, keepdim) -> (min, max). */
+static tpu_status lower_aminmax(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  reduction r = reduction_of(l, 0, 1, true);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  tpu_lower_set_output(l, 0, reduce(b, x, r.in.dtype, "minimum", &r));
+  tpu_lower_set_output(l, 1, reduce(b, x, r.in.dtype, "maximum", &r));
   return NULL;
 }
 
 /* argmax/argmin(self, dim=None, keepdim): the first index of the extreme. */
 static tpu_status lower_arg_extreme(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_type in = tpu_lower_arg_type(l, 0);
-  int64_t dims[TPU_MAX_RANK];
-  int n = reduce_dims(l, 1, in.rank, true, dims);
+  reduction r = reduction_of(l, 0, 1, true);
   hlo_value values, indices;
-  arg_extreme(b, tpu_lower_tensor(l, 0), dims, n, !strcmp(tpu_lower_op_name(l), "argmax"),
+  arg_extreme(b, tpu_lower_tensor(l, 0), &r, !strcmp(tpu_lower_op_name(l), "argmax"),
               &values, &indices);
   tpu_lower_set_output(l, 0, indices);
   return NULL;
@@ -170,16 +183,14 @@ static tpu_status lower_arg_extreme(tpu_lowering* l) {
  * nan. correction is a runtime scalar; None means 1. */
 static tpu_status lower_moments(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_type in = tpu_lower_arg_type(l, 0);
-  int64_t dims[TPU_MAX_RANK];
-  int n = reduce_dims(l, 1, in.rank, true, dims);
+  reduction r = reduction_of(l, 0, 1, true);
   tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
   hlo_value x = tpu_lower_value(l, 0, t);
-  hlo_value count = hlo_constant(b, t, (double)reduced_count(&in, dims, n));
-  hlo_value sum = reduce(b, x, t, "add", dims, n);
+  hlo_value count = hlo_constant(b, t, (double)reduced_count(&r));
+  hlo_value sum = reduce(b, x, t, "add", &r);
   hlo_value mean = hlo_binary(b, "divide", sum, splat(b, count, sum));
-  hlo_value centered = hlo_binary(b, "subtract", x, expand_back(b, mean, x, dims, n));
-  hlo_value m2 = reduce(b, hlo_binary(b, "multiply", centered, centered), t, "add", dims, n);
+  hlo_value centered = hlo_binary(b, "subtract", x, expand_back(b, mean, &r));
+  hlo_value m2 = reduce(b, hlo_binary(b, "multiply", centered, centered), t, "add", &r);
   hlo_value correction =
       tpu_lower_is_none(l, 2) ? hlo_constant(b, t, 1) : tpu_lower_value(l, 2, t);
   hlo_value divisor = hlo_binary(b, "maximum", hlo_binary(b, "subtract", count, correction),
@@ -196,26 +207,24 @@ static tpu_status lower_moments(tpu_lowering* l) {
 static tpu_status lower_norm(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   double p = tpu_lower_is_none(l, 1) ? 2 : tpu_lower_scalar_constant(l, 1);
-  hlo_type in = tpu_lower_arg_type(l, 0);
-  int64_t dims[TPU_MAX_RANK];
-  int n = reduce_dims(l, 2, in.rank, true, dims);
+  reduction r = reduction_of(l, 0, 2, true);
   tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = acc_type(out);
   hlo_value x = hlo_convert(b, tpu_lower_value(l, 0, out), t);
   hlo_value a = hlo_unary(b, "abs", x);
-  hlo_value r;
+  hlo_value result;
   if (p == 0) {
-    r = reduce(b, hlo_convert(b, x, TPU_BOOL), t, "add", dims, n);
+    result = reduce(b, hlo_convert(b, x, TPU_BOOL), t, "add", &r);
   } else if (isinf(p)) {
-    r = reduce(b, a, t, p > 0 ? "maximum" : "minimum", dims, n);
+    result = reduce(b, a, t, p > 0 ? "maximum" : "minimum", &r);
   } else if (p == 1) {
-    r = reduce(b, a, t, "add", dims, n);
+    result = reduce(b, a, t, "add", &r);
   } else if (p == 2) {
-    r = hlo_unary(b, "sqrt", reduce(b, hlo_binary(b, "multiply", x, x), t, "add", dims, n));
+    result = hlo_unary(b, "sqrt", reduce(b, hlo_binary(b, "multiply", x, x), t, "add", &r));
   } else {
-    r = reduce(b, hlo_binary(b, "power", a, hlo_constant_like(b, a, p)), t, "add", dims, n);
-    r = hlo_binary(b, "power", r, hlo_constant_like(b, r, 1 / p));
+    result = reduce(b, hlo_binary(b, "power", a, hlo_constant_like(b, a, p)), t, "add", &r);
+    result = hlo_binary(b, "power", result, hlo_constant_like(b, result, 1 / p));
   }
-  tpu_lower_set_output(l, 0, r);
+  tpu_lower_set_output(l, 0, result);
   return NULL;
 }
 
@@ -223,49 +232,43 @@ static tpu_status lower_norm(tpu_lowering* l) {
  * NaN is true) combined by and/or. all.dims with dim=[] reduces nothing. */
 static tpu_status lower_all_any(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_type in = tpu_lower_arg_type(l, 0);
-  int64_t dims[TPU_MAX_RANK];
-  int n = reduce_dims(l, 1, in.rank, false, dims);
+  reduction r = reduction_of(l, 0, 1, false);
   hlo_value x = hlo_convert(b, tpu_lower_tensor(l, 0), TPU_BOOL);
   const char* reducer = !strcmp(tpu_lower_op_name(l), "all") ? "and" : "or";
-  tpu_lower_set_output(l, 0, reduce(b, x, TPU_BOOL, reducer, dims, n));
+  tpu_lower_set_output(l, 0, reduce(b, x, TPU_BOOL, reducer, &r));
   return NULL;
 }
 
 /* count_nonzero(self, dim=None) and count_nonzero.dim_IntList(self, dims). */
 static tpu_status lower_count_nonzero(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_type in = tpu_lower_arg_type(l, 0);
-  int64_t dims[TPU_MAX_RANK];
-  int n = reduce_dims(l, 1, in.rank, true, dims);
+  reduction r = reduction_of(l, 0, 1, true);
   hlo_value nonzero = hlo_convert(b, tpu_lower_tensor(l, 0), TPU_BOOL);
-  tpu_lower_set_output(l, 0, reduce(b, nonzero, TPU_I64, "add", dims, n));
+  tpu_lower_set_output(l, 0, reduce(b, nonzero, TPU_I64, "add", &r));
   return NULL;
 }
 
 /* x minus its max over dims: the shift that keeps exp from overflowing.
  * With finite_only an infinite max shifts by 0 instead (logsumexp's rule,
- * so a row of -inf gives -inf rather than nan). *out_max gets the shift. */
-static hlo_value shift_by_max(hlo_builder* b, hlo_value x, const int64_t* dims, int n,
-                              bool finite_only, hlo_value* out_max) {
-  tpu_dtype t = hlo_type_of(b, x)->dtype;
-  hlo_value m = reduce(b, x, t, "maximum", dims, n);
+ * so a row of -inf gives -inf rather than nan). *out_max (optional) gets
+ * the shift. */
+static hlo_value shift_by_max(hlo_builder* b, hlo_value x, const reduction* r, bool finite_only,
+                              hlo_value* out_max) {
+  hlo_value m = reduce(b, x, hlo_type_of(b, x)->dtype, "maximum", r);
   if (finite_only) m = hlo_select(b, hlo_unary(b, "is_finite", m), m, hlo_constant_like(b, m, 0));
-  *out_max = m;
-  return hlo_binary(b, "subtract", x, expand_back(b, m, x, dims, n));
+  if (out_max) *out_max = m;
+  return hlo_binary(b, "subtract", x, expand_back(b, m, r));
 }
 
 /* logsumexp(self, dims, keepdim) = max + log(sum(exp(x - max))); integer
  * inputs compute in the output's float dtype. */
 static tpu_status lower_logsumexp(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_type in = tpu_lower_arg_type(l, 0);
-  int64_t dims[TPU_MAX_RANK];
-  int n = reduce_dims(l, 1, in.rank, true, dims);
+  reduction r = reduction_of(l, 0, 1, true);
   tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
   hlo_value m;
-  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), dims, n, true, &m);
-  hlo_value sum = reduce(b, hlo_unary(b, "exponential", shifted), t, "add", dims, n);
+  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), &r, true, &m);
+  hlo_value sum = reduce(b, hlo_unary(b, "exponential", shifted), t, "add", &r);
   tpu_lower_set_output(l, 0, hlo_binary(b, "add", hlo_unary(b, "log", sum), m));
   return NULL;
 }
@@ -274,18 +277,15 @@ static tpu_status lower_logsumexp(tpu_lowering* l) {
  * subtracted first); half_to_float only changes the output dtype. */
 static tpu_status lower_softmax(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_type in = tpu_lower_arg_type(l, 0);
-  int64_t dims[TPU_MAX_RANK];
-  int n = reduce_dims(l, 1, in.rank, true, dims);
-  tpu_dtype t = acc_type(in.dtype);
-  hlo_value m;
-  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), dims, n, false, &m);
+  reduction r = reduction_of(l, 0, 1, true);
+  tpu_dtype t = acc_type(r.in.dtype);
+  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), &r, false, NULL);
   hlo_value e = hlo_unary(b, "exponential", shifted);
-  hlo_value sum = expand_back(b, reduce(b, e, t, "add", dims, n), e, dims, n);
-  hlo_value r = !strcmp(tpu_lower_op_name(l), "_log_softmax")
-                    ? hlo_binary(b, "subtract", shifted, hlo_unary(b, "log", sum))
-                    : hlo_binary(b, "divide", e, sum);
-  tpu_lower_set_output(l, 0, r);
+  hlo_value sum = expand_back(b, reduce(b, e, t, "add", &r), &r);
+  hlo_value result = !strcmp(tpu_lower_op_name(l), "_log_softmax")
+                         ? hlo_binary(b, "subtract", shifted, hlo_unary(b, "log", sum))
+                         : hlo_binary(b, "divide", e, sum);
+  tpu_lower_set_output(l, 0, result);
   return NULL;
 }
 
@@ -294,21 +294,20 @@ static tpu_status lower_softmax(tpu_lowering* l) {
  *   log_softmax: grad - exp(output) * sum(grad) */
 static tpu_status lower_softmax_backward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_type in = tpu_lower_arg_type(l, 1);
-  int64_t dims[TPU_MAX_RANK];
-  int n = reduce_dims(l, 2, in.rank, true, dims);
-  tpu_dtype t = acc_type(in.dtype);
+  reduction r = reduction_of(l, 1, 2, true);
+  tpu_dtype t = acc_type(r.in.dtype);
   hlo_value grad = tpu_lower_value(l, 0, t), y = tpu_lower_value(l, 1, t);
-  hlo_value r;
+  hlo_value result;
   if (!strcmp(tpu_lower_op_name(l), "_log_softmax_backward_data")) {
-    hlo_value sum = expand_back(b, reduce(b, grad, t, "add", dims, n), grad, dims, n);
-    r = hlo_binary(b, "subtract", grad, hlo_binary(b, "multiply", hlo_unary(b, "exponential", y), sum));
+    hlo_value sum = expand_back(b, reduce(b, grad, t, "add", &r), &r);
+    hlo_value scaled = hlo_binary(b, "multiply", hlo_unary(b, "exponential", y), sum);
+    result = hlo_binary(b, "subtract", grad, scaled);
   } else {
     hlo_value gy = hlo_binary(b, "multiply", grad, y);
-    hlo_value sum = expand_back(b, reduce(b, gy, t, "add", dims, n), gy, dims, n);
-    r = hlo_binary(b, "multiply", y, hlo_binary(b, "subtract", grad, sum));
+    hlo_value sum = expand_back(b, reduce(b, gy, t, "add", &r), &r);
+    result = hlo_binary(b, "multiply", y, hlo_binary(b, "subtract", grad, sum));
   }
-  tpu_lower_set_output(l, 0, r);
+  tpu_lower_set_output(l, 0, result);
   return NULL;
 }
 
@@ -316,13 +315,11 @@ static tpu_status lower_softmax_backward(tpu_lowering* l) {
  * dtype (integer inputs give int64), accumulated wider for half types. */
 static tpu_status lower_cumulative(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_type in = tpu_lower_arg_type(l, 0);
-  int64_t dims[TPU_MAX_RANK];
-  int n = reduce_dims(l, 1, in.rank, true, dims);
+  reduction r = reduction_of(l, 0, 1, true);
   tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = acc_type(out);
   hlo_value x = hlo_convert(b, tpu_lower_value(l, 0, out), t);
   const char* reducer = !strcmp(tpu_lower_op_name(l), "cumprod") ? "multiply" : "add";
-  if (n == 1) x = hlo_cumulative(b, x, identity(b, t, reducer), reducer, (int)dims[0]);
+  if (r.count == 1) x = hlo_cumulative(b, x, identity(b, t, reducer), reducer, (int)r.dims[0]);
   tpu_lower_set_output(l, 0, x);
   return NULL;
 }
@@ -335,6 +332,7 @@ static const tpu_op_entry entries[] = {
     {"all", lower_all_any, false},
     {"amax", lower_extreme, false},
     {"amin", lower_extreme, false},
+    {"aminmax", lower_aminmax, false},
     {"any", lower_all_any, false},
     {"argmax", lower_arg_extreme, false},
     {"argmin", lower_arg_extreme, false},

@@ -64,6 +64,9 @@ typedef struct tpu_tensor {
 tpu_status tpu_tensor_to_host(const tpu_tensor* src, void* dst);
 /* Writes dense row-major host data of the view's dtype and numel into it. */
 tpu_status tpu_tensor_from_host(const tpu_tensor* dst, const void* src);
+/* Copies src into dst on the device (same device), converting the dtype and
+ * broadcasting src to dst's shape. */
+tpu_status tpu_tensor_copy(const tpu_tensor* dst, const tpu_tensor* src);
 
 /* ---- op calls ---- */
 
@@ -99,8 +102,10 @@ typedef struct tpu_arg {
 
 /* One ATen op call. `name` is the schema name without namespace ("add_",
  * "add"), overload its overload name ("Tensor", "out", ""). Outputs are the
- * tensors the op writes: fresh ones (see tpu_op_infer), in-place self, or
- * out= arguments; results are converted and written through their views. */
+ * tensors the op writes: in-place self or out= arguments, known from the
+ * start (their dtypes are part of the signature), or fresh tensors made
+ * after the plan gives their types (then output_count is 0 until
+ * tpu_op_execute). Results are converted and written through their views. */
 typedef struct tpu_op_call {
   const char* name;
   const char* overload;
@@ -122,9 +127,9 @@ bool tpu_op_supported(const char* name, const char* overload);
  * plan is owned by the cache and lives until tpu_runtime shuts down. */
 tpu_status tpu_op_lookup(const tpu_op_call* call, tpu_op_plan** out_plan);
 /* Records the output dtypes and sizes for this call's signature. */
-tpu_status tpu_op_plan_create(const tpu_op_call* call, const tpu_dtype* out_dtypes,
-                              const int* out_ranks, const int64_t* const* out_sizes,
-                              tpu_op_plan** out_plan);
+tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
+                              const tpu_dtype* out_dtypes, const int* out_ranks,
+                              const int64_t* const* out_sizes, tpu_op_plan** out_plan);
 int tpu_op_plan_output_count(const tpu_op_plan* plan);
 void tpu_op_plan_output(const tpu_op_plan* plan, int index, tpu_dtype* out_dtype, int* out_rank,
                         const int64_t** out_sizes);

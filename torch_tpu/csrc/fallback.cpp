@@ -8,7 +8,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include <deque>
+#include <c10/util/SmallVector.h>
+
 #include <sstream>
 
 #include "bridge.h"
@@ -30,15 +31,25 @@ c10::TypeKind kind_of(const c10::Argument& a) {
   return type->kind();
 }
 
-// Converts one op's stack into C arguments, keeping what they point into alive.
+// Converts one op's stack into C arguments, keeping what they point into
+// alive. Each argument adds at most one entry to each list, and the lists
+// are reserved for every argument before the first entry, so pointers into
+// them stay valid; the common call allocates nothing here.
 struct CallArgs {
-  std::vector<tpu_arg> args;
-  std::deque<std::vector<int64_t>> int_lists;
-  std::deque<std::vector<tpu_tensor>> tensor_lists;
+  c10::SmallVector<tpu_arg, 8> args;
+  std::vector<std::vector<int64_t>> int_lists;
+  std::vector<std::vector<tpu_tensor>> tensor_lists;
   std::vector<at::Tensor> uploads;  // 0-d CPU tensors moved to the device
-  std::deque<std::string> strings;
+  std::vector<std::string> strings;
   int device = -1;
   const char* op = "";
+  size_t arg_count = 0;
+
+  template <typename T>
+  T& add(std::vector<T>& list) {
+    if (list.capacity() == 0) list.reserve(arg_count);
+    return list.emplace_back();
+  }
 
   void note_device(const at::Tensor& t) {
     if (device < 0) device = t.device().index();
@@ -51,6 +62,7 @@ struct CallArgs {
       TORCH_CHECK(t.dim() == 0 || allow_cpu_list_item, op,
                   ": expected all tensors on the same device, but found ", t.device(), " (shape ", t.sizes(),
                   ") beside tpu tensors; move it with .to(\"tpu\")");
+      if (uploads.capacity() == 0) uploads.reserve(arg_count);
       uploads.push_back(t.to(c10::Device(kTpu, static_cast<c10::DeviceIndex>(device < 0 ? current_device() : device))));
       return to_tpu_tensor(uploads.back(), op);
     }
@@ -76,7 +88,7 @@ struct CallArgs {
   }
 
   tpu_arg tensor_list(const std::vector<std::optional<at::Tensor>>& items) {
-    auto& list = tensor_lists.emplace_back();
+    auto& list = add(tensor_lists);
     for (const auto& t : items) list.push_back(t && t->defined() ? device_tensor(*t, true) : tpu_tensor{});
     tpu_arg a{};
     a.kind = TPU_ARG_TENSOR_LIST;
@@ -126,8 +138,9 @@ struct CallArgs {
       a.kind = TPU_ARG_FLOAT;
       a.u.f = v.toDouble();
     } else if (v.isIntList() || v.isSymIntList()) {
-      auto& list = int_lists.emplace_back(v.isIntList() ? v.toIntVector()
-                                                        : c10::asIntArrayRefSlow(v.toSymIntList().vec(), __FILE__, __LINE__).vec());
+      auto& list = add(int_lists);
+      list = v.isIntList() ? v.toIntVector()
+                           : c10::asIntArrayRefSlow(v.toSymIntList().vec(), __FILE__, __LINE__).vec();
       a.kind = TPU_ARG_INT_LIST;
       a.u.ints.items = list.data();
       a.u.ints.count = static_cast<int>(list.size());
@@ -139,7 +152,7 @@ struct CallArgs {
       return tensor_list(v.toOptionalTensorList().vec());
     } else if (v.isString()) {
       a.kind = TPU_ARG_STRING;
-      a.u.string = strings.emplace_back(v.toStringRef()).c_str();
+      a.u.string = (add(strings) = v.toStringRef()).c_str();
     } else {
       TORCH_CHECK_NOT_IMPLEMENTED(false, op, ": argument '", schema.name(), "' of type ", v.tagKind(),
                                   " is not supported on tpu");
@@ -156,6 +169,9 @@ at::Tensor to_meta(const at::Tensor& t) {
 
 c10::IValue to_meta(const c10::Argument& schema, const c10::IValue& v) {
   if (kind_of(schema) == c10::TypeKind::GeneratorType) return c10::IValue();
+  // Factory ops name their device: make the stand-in on meta, or the meta
+  // call would come straight back here.
+  if (v.isDevice() && v.toDevice().type() == kTpu) return c10::Device(at::kMeta);
   if (v.isTensor()) return to_meta(v.toTensor());
   if (v.isTensorList()) {
     std::vector<at::Tensor> items;
@@ -173,7 +189,7 @@ c10::IValue to_meta(const c10::Argument& schema, const c10::IValue& v) {
 
 // Runs the op's meta kernel on stand-in tensors: PyTorch's own shape and
 // dtype rules (and its error messages for bad input) decide the outputs.
-std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, const torch::jit::Stack& inputs) {
+std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs) {
   const auto& arguments = op.schema().arguments();
   torch::jit::Stack meta;
   for (size_t i = 0; i < arguments.size(); i++) meta.push_back(to_meta(arguments[i], inputs[i]));
@@ -187,7 +203,7 @@ std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, const torch
   return outputs;
 }
 
-std::string describe(const c10::OperatorHandle& op, const torch::jit::Stack& inputs) {
+std::string describe(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs) {
   std::ostringstream s;
   s << op.schema().name();
   if (!op.schema().overload_name().empty()) s << "." << op.schema().overload_name();
@@ -227,11 +243,12 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   const auto& arguments = schema.arguments();
   size_t n = arguments.size();
-  torch::jit::Stack inputs(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
+  c10::ArrayRef<c10::IValue> inputs(&*(stack->end() - static_cast<std::ptrdiff_t>(n)), n);
 
   CallArgs call_args;
   call_args.op = name.c_str();
-  std::vector<at::Tensor> targets;  // in-place self and out= tensors, in order
+  call_args.arg_count = n;
+  c10::SmallVector<at::Tensor, 2> targets;  // in-place self and out= tensors, in order
   for (size_t i = 0; i < n; i++) {
     const c10::IValue& v = inputs[i];
     if (is_mutable(arguments[i]) && v.isTensor()) {
@@ -241,10 +258,24 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (!is_out_argument(arguments[i])) call_args.args.push_back(call_args.convert(arguments[i], v));
   }
   if (call_args.device < 0) call_args.device = current_device();
+  // Random ops without a Generator argument (native_dropout) draw from the
+  // device's default generator.
+  bool has_generator = std::any_of(arguments.begin(), arguments.end(),
+                                   [](const c10::Argument& a) { return kind_of(a) == c10::TypeKind::GeneratorType; });
+  if (!has_generator && op.hasTag(at::Tag::nondeterministic_seeded)) {
+    tpu_arg rng{};
+    rng.kind = TPU_ARG_RNG;
+    next_rng_state(std::nullopt, call_args.device, &rng.u.rng.seed, &rng.u.rng.offset);
+    call_args.args.push_back(rng);
+  }
   c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(call_args.device)));
 
+  // In-place and out= outputs are known now; fresh outputs once the plan
+  // gives their types.
+  c10::SmallVector<tpu_tensor, 2> outputs;
+  for (const at::Tensor& t : targets) outputs.push_back(to_tpu_tensor(t, name.c_str()));
   tpu_op_call call{base, schema.overload_name().c_str(), call_args.device, call_args.args.data(),
-                   static_cast<int>(call_args.args.size()), nullptr, 0};
+                   static_cast<int>(call_args.args.size()), outputs.data(), static_cast<int>(outputs.size())};
   tpu_op_plan* plan = nullptr;
   check(tpu_op_lookup(&call, &plan));
   if (!plan) {
@@ -257,12 +288,12 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       ranks.push_back(static_cast<int>(m.dim()));
       sizes.push_back(m.sizes().data());
     }
-    call.output_count = static_cast<int>(metas.size());
-    check(tpu_op_plan_create(&call, dtypes.data(), ranks.data(), sizes.data(), &plan));
+    check(tpu_op_plan_create(&call, static_cast<int>(metas.size()), dtypes.data(), ranks.data(), sizes.data(),
+                             &plan));
   }
 
   int count = tpu_op_plan_output_count(plan);
-  std::vector<at::Tensor> results;
+  c10::SmallVector<at::Tensor, 2> results;
   for (int k = 0; k < count; k++) {
     tpu_dtype dtype;
     int rank;
@@ -279,7 +310,7 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       results.push_back(out);
     }
   }
-  std::vector<tpu_tensor> outputs;
+  outputs.clear();
   for (const at::Tensor& r : results) outputs.push_back(to_tpu_tensor(r, name.c_str()));
   call.outputs = outputs.data();
   call.output_count = static_cast<int>(outputs.size());

@@ -44,22 +44,12 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::opti
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), type);
 }
 
-// Copies `nbytes` from the start of one storage into a new, larger one.
+// Copies the first `numel` elements of one storage into a new, larger one.
 void copy_storage_prefix(tpu_buffer* from, tpu_buffer* to, at::ScalarType type, int64_t numel) {
   tpu_tensor src{from, to_tpu_dtype(type, "resize_"), 1, {numel}, {1}, 0};
   tpu_tensor dst = src;
   dst.buffer = to;
-  tpu_arg arg{};
-  arg.kind = TPU_ARG_TENSOR;
-  arg.u.tensor = src;
-  tpu_op_call call{"copy_", "", tpu_buffer_device(to), &arg, 1, &dst, 1};
-  tpu_op_plan* plan = nullptr;
-  check(tpu_op_lookup(&call, &plan));
-  if (!plan) {
-    const int64_t* sizes = src.sizes;
-    check(tpu_op_plan_create(&call, &src.dtype, &src.rank, &sizes, &plan));
-  }
-  check(tpu_op_execute(plan, &call));
+  check(tpu_tensor_copy(&dst, &src));
 }
 
 const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
@@ -102,19 +92,9 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   if (self.numel() == 0) return self;
   bool to_tpu = self.device().type() == kTpu, from_tpu = src.device().type() == kTpu;
   if (to_tpu && from_tpu && self.device() == src.device()) {
-    c10::DeviceGuard guard(self.device());
-    tpu_arg arg{};
-    arg.kind = TPU_ARG_TENSOR;
-    arg.u.tensor = to_tpu_tensor(src, "copy_");
-    tpu_tensor out = to_tpu_tensor(self, "copy_");
-    tpu_op_call call{"copy_", "", self.device().index(), &arg, 1, &out, 1};
-    tpu_op_plan* plan = nullptr;
-    check(tpu_op_lookup(&call, &plan));
-    if (!plan) {
-      const int64_t* sizes = out.sizes;
-      check(tpu_op_plan_create(&call, &out.dtype, &out.rank, &sizes, &plan));
-    }
-    check(tpu_op_execute(plan, &call));
+    tpu_tensor src_view = to_tpu_tensor(src, "copy_");
+    tpu_tensor dst_view = to_tpu_tensor(self, "copy_");
+    check(tpu_tensor_copy(&dst_view, &src_view));
     return self;
   }
   if (to_tpu) {

@@ -1,0 +1,197 @@
+"""Matrix products on tpu against PyTorch's CPU results: mm, bmm, matmul (all
+its shape cases), dot, vdot, mv, outer, addmm, addmv, baddbmm, addbmm, addr,
+linear and nn.Linear.
+
+Float32 products compare with rtol 1e-5 / atol 1e-5 (scaled for long
+contractions): XLA and the CPU BLAS sum in different orders."""
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from parity import check  # noqa: E402
+
+FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+INTS = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8]
+
+
+def make(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.uint8:
+        return torch.randint(0, 6, shape, generator=g).to(dtype)
+    if not dtype.is_floating_point:
+        return torch.randint(-5, 6, shape, generator=g).to(dtype)
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+def tol(dtype, k=16):
+    """(rtol, atol) for a product summing k terms, or the parity defaults."""
+    if dtype == torch.float32:
+        return dict(rtol=1e-5, atol=1e-5 * max(1.0, k / 64))
+    return {}
+
+
+F32 = tol(torch.float32)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS)
+def test_mm_bmm_dtypes(dtype):
+    a, b = make((3, 8), dtype), make((8, 5), dtype, seed=1)
+    check(lambda a, b: torch.mm(a, b), a, b, **tol(dtype))
+    c, d = make((2, 3, 8), dtype), make((2, 8, 5), dtype, seed=1)
+    check(lambda c, d: torch.bmm(c, d), c, d, **tol(dtype))
+
+
+def test_integer_overflow_wraps():
+    a = torch.full((2, 40), 100, dtype=torch.int8)
+    check(lambda a: a @ a.t(), a)
+    b = torch.full((2, 3), 2**40, dtype=torch.int64)
+    check(lambda b: b @ b.t(), b)
+
+
+@pytest.mark.parametrize("k", [1, 64, 512])
+def test_mm_long_contraction(k):
+    a, b = make((16, k), torch.float32), make((k, 24), torch.float32, seed=1)
+    check(lambda a, b: a @ b, a, b, **tol(torch.float32, k))
+
+
+@pytest.mark.parametrize("shapes", [
+    ((5,), (5,)), ((5,), (5, 3)), ((4, 5), (5,)), ((4, 5), (5, 3)),
+    ((2, 4, 5), (5,)), ((5,), (2, 5, 3)), ((2, 4, 5), (5, 3)), ((4, 5), (2, 5, 3)),
+    ((2, 1, 4, 5), (3, 5, 2)), ((3, 2, 4, 5), (3, 2, 5, 6)),
+])
+def test_matmul_shapes(shapes):
+    a, b = make(shapes[0], torch.float32), make(shapes[1], torch.float32, seed=1)
+    check(lambda a, b: torch.matmul(a, b), a, b, **F32)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int32])
+def test_matmul_dtypes(dtype):
+    a, b = make((2, 4, 5), dtype), make((5,), dtype, seed=1)
+    check(lambda a, b: a @ b, a, b)
+    check(lambda a, b: b @ a.transpose(1, 2), a, b)
+
+
+def test_empty_products():
+    check(lambda a, b: a @ b, torch.randn(0, 4), torch.randn(4, 5))
+    check(lambda a, b: a @ b, torch.randn(3, 0), torch.randn(0, 5))  # zeros
+    check(lambda a, b: torch.bmm(a, b), torch.randn(0, 3, 4), torch.randn(0, 4, 2))
+    check(lambda a, b: torch.dot(a, b), torch.randn(0), torch.randn(0))
+    check(lambda c, a, b: torch.addmm(c, a, b, beta=2), torch.randn(3, 5), torch.randn(3, 0),
+          torch.randn(0, 5))
+
+
+def test_non_contiguous_operands():
+    a, b = make((8, 3), torch.float32), make((5, 8), torch.float32, seed=1)
+    check(lambda a, b: a.t() @ b.t(), a, b, **F32)
+    check(lambda a, b: a[::2].t() @ b[:, ::2].t(), a, b, **F32)
+    c = make((4, 2, 3), torch.float32)
+    check(lambda c: torch.bmm(c.transpose(0, 1), c.permute(1, 2, 0)), c, **F32)
+    check(lambda c: c.expand(5, 4, 2, 3) @ c[0].t(), c, **F32)
+    check(lambda a: torch.mv(a.t(), a[:, 0]), a, **F32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32])
+def test_vector_products(dtype):
+    x, y = make((7,), dtype), make((7,), dtype, seed=1)
+    check(lambda x, y: torch.dot(x, y), x, y)
+    check(lambda x, y: torch.vdot(x, y), x, y)
+    check(lambda x, y: torch.outer(x, y), x, y)
+    m = make((3, 7), dtype, seed=2)
+    check(lambda m, x: torch.mv(m, x), m, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+def test_addmm(dtype):
+    c, a, b = make((3, 5), dtype), make((3, 4), dtype, seed=1), make((4, 5), dtype, seed=2)
+    check(lambda c, a, b: torch.addmm(c, a, b), c, a, b, **tol(dtype))
+    check(lambda c, a, b: torch.addmm(c[0], a, b, beta=3, alpha=-2), c, a, b, **tol(dtype))
+    check(lambda c, a, b: torch.addmm(c[:, :1], a, b, beta=0), c, a, b, **tol(dtype))
+
+
+def test_addmm_scalars_are_runtime_values():
+    import torch_tpu.metrics
+
+    c = make((3, 5), torch.float32)
+    a, b = make((3, 4), torch.float32, seed=1), make((4, 5), torch.float32, seed=2)
+    check(lambda c, a, b: torch.addmm(c, a, b, beta=1.5, alpha=2.0), c, a, b, **F32)
+    compiles = torch_tpu.metrics.counters()["compile"]
+    for beta, alpha in [(0.5, 2.0), (-1.25, 0.75), (1.0, 0.0)]:
+        check(lambda c, a, b: torch.addmm(c, a, b, beta=beta, alpha=alpha), c, a, b, **F32)
+    assert torch_tpu.metrics.counters()["compile"] == compiles
+
+
+def test_beta_zero_ignores_nan():
+    c = torch.full((3, 5), float("nan"))
+    a, b = make((3, 4), torch.float32), make((4, 5), torch.float32, seed=1)
+    check(lambda c, a, b: torch.addmm(c, a, b, beta=0), c, a, b, **F32)
+    check(lambda c, a, b: torch.addmv(c[0, :3], a, b[:, 0], beta=0.0), c, a, b, **F32)
+    check(lambda c, a, b: torch.baddbmm(c.expand(2, 3, 5), a.expand(2, 3, 4), b.expand(2, 4, 5),
+                                        beta=0), c, a, b, **F32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_add_products(dtype):
+    t = tol(dtype)
+    m, v, w = make((3, 4), dtype), make((4,), dtype, seed=1), make((3,), dtype, seed=2)
+    check(lambda w, m, v: torch.addmv(w, m, v, beta=2, alpha=3), w, m, v, **t)
+    check(lambda m, v, w: torch.addr(m, w, v, beta=2, alpha=-1), m, v, w, **t)
+    s, b1, b2 = make((3, 5), dtype), make((2, 3, 4), dtype, seed=1), make((2, 4, 5), dtype, seed=2)
+    check(lambda s, b1, b2: torch.baddbmm(s, b1, b2, alpha=2), s, b1, b2, **t)
+    check(lambda s, b1, b2: torch.addbmm(s, b1, b2, beta=-1), s, b1, b2, **t)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_linear(dtype):
+    x, w, bias = make((2, 3, 6), dtype), make((4, 6), dtype, seed=1), make((4,), dtype, seed=2)
+    check(lambda x, w, bias: torch.nn.functional.linear(x, w, bias), x, w, bias, **tol(dtype))
+    check(lambda x, w: torch.nn.functional.linear(x, w), x, w, **tol(dtype))
+    check(lambda x, w, bias: torch.nn.functional.linear(x[0, 0], w, bias), x, w, bias, **tol(dtype))
+
+
+def test_nn_linear_module():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(6, 4)
+    x = make((5, 6), torch.float32)
+    expected = layer(x)
+    actual = layer.to("tpu")(x.to("tpu"))
+    torch.testing.assert_close(actual.detach().cpu(), expected.detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_out_and_in_place():
+    a, b = make((3, 4), torch.float32), make((4, 5), torch.float32, seed=1)
+
+    def with_out(a, b):
+        o = torch.empty(3, 5, device=a.device)
+        torch.mm(a, b, out=o)
+        d = torch.empty((), device=a.device)
+        torch.dot(a[0], b[:, 0], out=d)
+        v = torch.empty(3, device=a.device)
+        torch.mv(a, b[:, 1], out=v)
+        return o, d, v, torch.bmm(a[None], b[None], out=torch.empty(1, 3, 5, device=a.device))
+
+    check(with_out, a, b, **F32)
+    c = make((3, 5), torch.float32, seed=2)
+    check(lambda c, a, b: c.addmm_(a, b, beta=0.5, alpha=2), c, a, b, **F32)
+    s = make((2, 3, 5), torch.float32, seed=3)
+    check(lambda s, a, b: s.baddbmm_(a.expand(2, 3, 4), b.expand(2, 4, 5)), s, a, b,
+          **F32)
+
+
+def test_writes_through_views():
+    a, b = make((3, 4), torch.float32), make((4, 5), torch.float32, seed=1)
+
+    def into_view(a, b):
+        base = torch.zeros(5, 6, device=a.device)
+        torch.mm(a, b, out=base.t()[1:4])
+        torch.mv(b.t(), a[0], out=base[:, 0])
+        return base
+
+    check(into_view, a, b, **F32)
+    c = make((5, 3), torch.float32, seed=2)
+    check(lambda c, a, b: c.t().addmm_(a, b), c, a, b, **F32)
+    d = make((2, 3, 6), torch.float32, seed=3)
+    check(lambda d, a, b: d[:, :, 1:].baddbmm_(a.expand(2, 3, 4), b.expand(2, 4, 5), alpha=-1),
+          d, a, b, **F32)
