@@ -20,6 +20,7 @@ ASAN_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/asan/%.o)
 TEST_BIN := $(TEST_SRC:csrc/tests/%.c=$(BUILD)/asan/%)
 
 .PHONY: setup test demo ctest pytest clean bench
+.SECONDARY:  # keep the sanitizer objects between runs
 .DEFAULT_GOAL := test
 
 $(STAMP): requirements.txt

@@ -4,8 +4,8 @@
 
 #include "hlo/builder_impl.h"
 
-hlo_value hlo_reduce(hlo_builder* b, hlo_value x, hlo_value init, const char* reducer,
-                     const int64_t* dims, int dim_count) {
+hlo_value reduce_with_region(hlo_builder* b, hlo_value x, hlo_value init, const int64_t* dims,
+                             int dim_count, reducer_fn combine, const void* context) {
   hlo_value operands[2] = {x, init};
   if (!values_valid(b, operands, 2)) return HLO_INVALID;
   hlo_type in = *hlo_type_of(b, x);
@@ -20,11 +20,20 @@ hlo_value hlo_reduce(hlo_builder* b, hlo_value x, hlo_value init, const char* re
   hlo_type arg_types[2] = {scalar, scalar};
   hlo_value args[2];
   region_begin(b, arg_types, 2, args);
-  hlo_value r = hlo_binary(b, reducer, args[0], args[1]);
+  hlo_value r = combine(b, args[0], args[1], context);
   region_end(b, &r, 1);
   char attrs[256];
   attr_i64_array(attrs, sizeof attrs, "dimensions", dims, dim_count);
   return emit_op(b, "stablehlo.reduce", operands, 2, attrs, out);
+}
+
+static hlo_value combine_binary(hlo_builder* b, hlo_value x, hlo_value y, const void* op) {
+  return hlo_binary(b, (const char*)op, x, y);
+}
+
+hlo_value hlo_reduce(hlo_builder* b, hlo_value x, hlo_value init, const char* reducer,
+                     const int64_t* dims, int dim_count) {
+  return reduce_with_region(b, x, init, dims, dim_count, combine_binary, reducer);
 }
 
 /* Region deciding whether (a, ia) beats (b, ib): strictly better value, or a

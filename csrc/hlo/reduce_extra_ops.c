@@ -3,27 +3,14 @@
 #include "hlo/elementwise_extra_ops.h"
 #include "hlo/reduce_extra_ops.h"
 
+static hlo_value combine_extreme(hlo_builder* b, hlo_value x, hlo_value y, const void* op) {
+  return hlo_min_max(b, (const char*)op, x, y, true);
+}
+
 hlo_value hlo_reduce_extreme(hlo_builder* b, hlo_value x, hlo_value init, bool is_max,
                              const int64_t* dims, int dim_count) {
-  hlo_value operands[2] = {x, init};
-  if (!values_valid(b, operands, 2)) return HLO_INVALID;
-  hlo_type in = *hlo_type_of(b, x);
-  if (dim_count == 0) return x;
-  hlo_type out = {in.dtype, 0, {0}};
-  for (int i = 0; i < in.rank; i++) {
-    bool reduced = false;
-    for (int j = 0; j < dim_count; j++) reduced = reduced || dims[j] == i;
-    if (!reduced) out.dims[out.rank++] = in.dims[i];
-  }
-  hlo_type scalar = {in.dtype, 0, {0}};
-  hlo_type arg_types[2] = {scalar, scalar};
-  hlo_value a[2];
-  region_begin(b, arg_types, 2, a);
-  hlo_value r = hlo_min_max(b, is_max ? "maximum" : "minimum", a[0], a[1], true);
-  region_end(b, &r, 1);
-  char attrs[256];
-  attr_i64_array(attrs, sizeof attrs, "dimensions", dims, dim_count);
-  return emit_op(b, "stablehlo.reduce", operands, 2, attrs, out);
+  return reduce_with_region(b, x, init, dims, dim_count, combine_extreme,
+                            is_max ? "maximum" : "minimum");
 }
 
 /* A log-depth scan (Hillis and Steele): step k combines each element with
