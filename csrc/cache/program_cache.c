@@ -19,9 +19,17 @@ typedef struct program {
 static program* buckets[BUCKETS];
 
 uint64_t cache_hash(const void* data, size_t size, uint64_t seed) {
+  /* FNV-1a over 8-byte words, then the tail bytes: keys are hashed on every
+   * op call, so a word at a time matters. */
   const unsigned char* p = data;
   uint64_t h = seed;
-  for (size_t i = 0; i < size; i++) h = (h ^ p[i]) * 1099511628211ull;
+  for (; size >= 8; size -= 8, p += 8) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 1099511628211ull;
+    h ^= h >> 29;
+  }
+  for (; size; size--, p++) h = (h ^ *p) * 1099511628211ull;
   return h;
 }
 

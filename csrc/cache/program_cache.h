@@ -14,7 +14,8 @@
 tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size,
                              struct PJRT_LoadedExecutable** out_executable, bool* out_compiled);
 
-/* 64-bit FNV-1a, the fingerprint used by the caches. */
+/* A 64-bit FNV-1a-style fingerprint (word at a time), used by the caches;
+ * entries also compare the full key, so collisions cost only a lookup. */
 uint64_t cache_hash(const void* data, size_t size, uint64_t seed);
 #define CACHE_HASH_SEED 1469598103934665603ull
 
