@@ -9,8 +9,6 @@
 #include "exec/op_plan.h"
 #include "exec/runtime_impl.h"
 
-#define MAX_STORAGES 64
-
 struct tpu_lowering {
   hlo_builder* b;
   const tpu_op_call* call;
@@ -18,16 +16,16 @@ struct tpu_lowering {
   char name[64];
   hlo_value* arg_values;  /* per argument: its read value, once made */
   hlo_value** list_values; /* per list argument: per item */
-  struct {
+  struct storage_param {
     const tpu_buffer* buffer;
     hlo_value value;
-  } storages[MAX_STORAGES];
+  } * storages; /* one parameter per distinct storage */
   int storage_count;
+  int storage_cap;
   param_source* params;
   int param_count;
   int param_cap;
-  hlo_value outputs[MAX_OUTPUTS];
-  tpu_status error;
+  hlo_value* outputs; /* per output, set by the lowering */
 };
 
 const tpu_tensor* ref_tensor(const tpu_op_call* call, tensor_ref ref) {
@@ -65,8 +63,13 @@ static hlo_value add_param(tpu_lowering* l, param_kind kind, tensor_ref ref, hlo
 static hlo_value storage_param(tpu_lowering* l, tensor_ref ref, const tpu_tensor* t) {
   for (int i = 0; i < l->storage_count; i++)
     if (l->storages[i].buffer == t->buffer) return l->storages[i].value;
-  if (l->storage_count == MAX_STORAGES)
-    return hlo_fail(l->b, TPU_UNIMPLEMENTED, "an op may use at most %d tpu storages", MAX_STORAGES);
+  if (l->storage_count == l->storage_cap) {
+    int cap = l->storage_cap ? l->storage_cap * 2 : 8;
+    struct storage_param* grown = realloc(l->storages, (size_t)cap * sizeof *grown);
+    if (!grown) return hlo_fail(l->b, TPU_OUT_OF_MEMORY, "out of host memory lowering");
+    l->storages = grown;
+    l->storage_cap = cap;
+  }
   int64_t numel = view_storage_numel(t);
   hlo_type type = hlo_type_make(buffer_storage_dtype(t->buffer, t->dtype), 1, &numel);
   hlo_value v = add_param(l, PARAM_STORAGE, ref, type);
@@ -243,7 +246,8 @@ int tpu_lower_output_count(const tpu_lowering* l) { return l->plan->output_count
 
 hlo_type tpu_lower_output_type(const tpu_lowering* l, int index) {
   if (index < 0 || index >= l->plan->output_count) return hlo_type_make(TPU_F32, 0, NULL);
-  return hlo_type_make(l->plan->out_dtypes[index], l->plan->out_ranks[index], l->plan->out_sizes[index]);
+  const struct op_output* o = &l->plan->outputs[index];
+  return hlo_type_make(o->dtype, o->rank, o->sizes);
 }
 
 void tpu_lower_set_output(tpu_lowering* l, int index, hlo_value value) {
@@ -296,9 +300,11 @@ static hlo_value fit_output(tpu_lowering* l, int k, hlo_value v) {
   return hlo_broadcast_to(l->b, v, want.rank, want.dims);
 }
 
+/* Writes each output through its view; outputs sharing a storage chain
+ * their writes. results[m] becomes the m-th written storage's new value. */
 static tpu_status write_outputs(tpu_lowering* l, op_variant* variant, hlo_value* results) {
   const tpu_op_call* call = l->call;
-  hlo_value latest[MAX_OUTPUTS];
+  hlo_value* latest = results;
   for (int k = 0; k < call->output_count; k++) {
     if (l->outputs[k] == HLO_INVALID)
       return TPU_ERROR(TPU_INTERNAL, "aten::%s: the lowering set no value for output %d", l->name, k);
@@ -315,15 +321,12 @@ static tpu_status write_outputs(tpu_lowering* l, op_variant* variant, hlo_value*
     tpu_dtype sd = buffer_storage_dtype(out->buffer, out->dtype);
     hlo_value written = view_write(l->b, base, offset, value, out, cls, sd, view_storage_numel(out));
     if (slot < 0) {
-      if (variant->result_count == MAX_OUTPUTS)
-        return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s writes too many storages", l->name);
       slot = variant->result_count++;
       variant->result_outputs[slot] = k;
       variant->result_dtypes[slot] = sd;
     }
     latest[slot] = written;
   }
-  for (int m = 0; m < variant->result_count; m++) results[m] = latest[m];
   return NULL;
 }
 
@@ -333,16 +336,21 @@ tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_varia
   l.call = call;
   l.plan = plan;
   op_base_name(call->name, l.name, sizeof l.name);
-  for (int k = 0; k < MAX_OUTPUTS; k++) l.outputs[k] = HLO_INVALID;
   tpu_status status = hlo_builder_create(&l.b);
   int n = call->arg_count ? call->arg_count : 1;
+  size_t outs = (size_t)(call->output_count ? call->output_count : 1);
   l.arg_values = malloc((size_t)n * sizeof *l.arg_values);
   l.list_values = calloc((size_t)n, sizeof *l.list_values);
-  if (!status && (!l.arg_values || !l.list_values))
+  l.outputs = malloc(outs * sizeof *l.outputs);
+  hlo_value* results = malloc(outs * sizeof *results);
+  variant->result_outputs = malloc(outs * sizeof *variant->result_outputs);
+  variant->result_dtypes = malloc(outs * sizeof *variant->result_dtypes);
+  if (!status && (!l.arg_values || !l.list_values || !l.outputs || !results ||
+                  !variant->result_outputs || !variant->result_dtypes))
     status = TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory lowering aten::%s", l.name);
   for (int i = 0; !status && i < call->arg_count; i++) l.arg_values[i] = HLO_INVALID;
+  for (int k = 0; !status && k < call->output_count; k++) l.outputs[k] = HLO_INVALID;
   if (!status) status = plan->entry->lower(&l);
-  hlo_value results[MAX_OUTPUTS];
   /* A builder error is reported by finish, naming the op that failed. */
   if (!status && !hlo_failed(l.b)) status = write_outputs(&l, variant, results);
   if (!status)
@@ -356,6 +364,9 @@ tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_varia
   for (int i = 0; i < call->arg_count && l.list_values; i++) free(l.list_values[i]);
   free(l.list_values);
   free(l.arg_values);
+  free(l.outputs);
+  free(l.storages);
+  free(results);
   hlo_builder_free(l.b);
   return status;
 }

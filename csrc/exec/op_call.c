@@ -182,7 +182,8 @@ tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
   tpu_status status = input_key(call, entry, &scratch);
   tpu_op_plan* plan = status ? NULL : calloc(1, sizeof *plan);
   unsigned char* key = status ? NULL : malloc(scratch.len ? scratch.len : 1);
-  if (!status && (!plan || !key))
+  struct op_output* outputs = status ? NULL : calloc((size_t)(output_count ? output_count : 1), sizeof *outputs);
+  if (!status && (!plan || !key || !outputs))
     status = TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory planning aten::%s", call->name);
   if (!status) {
     memcpy(key, scratch.data, scratch.len);
@@ -191,15 +192,16 @@ tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
     plan->hash = cache_hash(key, scratch.len, CACHE_HASH_SEED);
     plan->entry = entry;
     plan->output_count = output_count;
+    plan->outputs = outputs;
     for (int j = 0; j < output_count; j++) {
       if (out_ranks[j] < 0 || out_ranks[j] > TPU_MAX_RANK) {
         status = TPU_ERROR(TPU_INVALID_ARGUMENT, "aten::%s: output rank %d is over the limit of %d",
                            call->name, out_ranks[j], TPU_MAX_RANK);
         break;
       }
-      plan->out_dtypes[j] = out_dtypes[j];
-      plan->out_ranks[j] = out_ranks[j];
-      memcpy(plan->out_sizes[j], out_sizes[j], (size_t)out_ranks[j] * sizeof(int64_t));
+      outputs[j].dtype = out_dtypes[j];
+      outputs[j].rank = out_ranks[j];
+      memcpy(outputs[j].sizes, out_sizes[j], (size_t)out_ranks[j] * sizeof(int64_t));
     }
   }
   if (!status) {
@@ -210,6 +212,7 @@ tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
   } else {
     free(plan);
     free(key);
+    free(outputs);
   }
   runtime_unlock();
   return status;
@@ -219,9 +222,9 @@ int tpu_op_plan_output_count(const tpu_op_plan* plan) { return plan->output_coun
 
 void tpu_op_plan_output(const tpu_op_plan* plan, int index, tpu_dtype* out_dtype, int* out_rank,
                         const int64_t** out_sizes) {
-  *out_dtype = plan->out_dtypes[index];
-  *out_rank = plan->out_ranks[index];
-  *out_sizes = plan->out_sizes[index];
+  *out_dtype = plan->outputs[index].dtype;
+  *out_rank = plan->outputs[index].rank;
+  *out_sizes = plan->outputs[index].sizes;
 }
 
 static tpu_status make_variant(tpu_op_plan* plan, const tpu_op_call* call, uint64_t hash,
@@ -243,6 +246,8 @@ static tpu_status make_variant(tpu_op_plan* plan, const tpu_op_call* call, uint6
   free(text);
   if (status) {
     free(v->params);
+    free(v->result_outputs);
+    free(v->result_dtypes);
     free(v->key);
     free(v);
     return status;
@@ -287,20 +292,21 @@ static tpu_status param_buffer(const tpu_op_call* call, const param_source* p,
   return TPU_ERROR(TPU_INTERNAL, "unknown parameter kind %d", (int)p->kind);
 }
 
+#define STACK_BUFFERS 32
+
 static tpu_status run_variant(const op_variant* v, const tpu_op_call* call) {
-  struct PJRT_Buffer* stack_args[32];
-  struct PJRT_Buffer* stack_owned[32];
-  struct PJRT_Buffer** args = stack_args;
-  struct PJRT_Buffer** owned = stack_owned;
-  if (v->param_count > 32) {
-    args = calloc((size_t)v->param_count, sizeof *args);
-    owned = calloc((size_t)v->param_count, sizeof *owned);
-  }
-  tpu_status status = args && owned ? NULL : TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory");
+  /* Small calls keep their buffer lists on the stack. */
+  struct PJRT_Buffer* stack_args[STACK_BUFFERS];
+  struct PJRT_Buffer* stack_owned[STACK_BUFFERS];
+  struct PJRT_Buffer* stack_results[STACK_BUFFERS];
+  bool big = v->param_count > STACK_BUFFERS || v->result_count > STACK_BUFFERS;
+  struct PJRT_Buffer** args = big ? calloc((size_t)v->param_count + 1, sizeof *args) : stack_args;
+  struct PJRT_Buffer** owned = big ? calloc((size_t)v->param_count + 1, sizeof *owned) : stack_owned;
+  struct PJRT_Buffer** results = big ? calloc((size_t)v->result_count + 1, sizeof *results) : stack_results;
+  tpu_status status = args && owned && results ? NULL : TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory");
   int made = 0;
   for (; !status && made < v->param_count; made++)
     status = param_buffer(call, &v->params[made], &args[made], &owned[made]);
-  struct PJRT_Buffer* results[MAX_OUTPUTS] = {0};
   if (!status)
     status = tpu_pjrt_execute(runtime_pjrt(), v->executable, call->device, args,
                               (size_t)v->param_count, results, (size_t)v->result_count);
@@ -310,8 +316,11 @@ static tpu_status run_variant(const op_variant* v, const tpu_op_call* call) {
       buffer_replace(call->outputs[v->result_outputs[m]].buffer, results[m], v->result_dtypes[m]);
   }
   for (int i = 0; i < made && owned; i++) tpu_pjrt_buffer_destroy(runtime_pjrt(), owned[i]);
-  if (args != stack_args) free(args);
-  if (owned != stack_owned) free(owned);
+  if (big) {
+    free(args);
+    free(owned);
+    free(results);
+  }
   return status;
 }
 

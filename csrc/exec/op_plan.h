@@ -6,7 +6,7 @@
 #include "exec/view.h"
 #include "ops/lowering.h"
 
-#define MAX_OUTPUTS 8
+#define MAX_OUTPUTS 4096 /* a foreach op writes one output per list item */
 
 /* Where a tensor comes from in a call: an argument, a list item, an output. */
 typedef struct tensor_ref {
@@ -34,8 +34,8 @@ typedef struct op_variant {
   struct PJRT_LoadedExecutable* executable; /* owned by the program cache */
   param_source* params;
   int param_count;
-  int result_outputs[MAX_OUTPUTS];    /* output whose storage takes result i */
-  tpu_dtype result_dtypes[MAX_OUTPUTS];
+  int* result_outputs;      /* output whose storage takes result i */
+  tpu_dtype* result_dtypes; /* that storage's dtype */
   int result_count;
   struct op_variant* next;
 } op_variant;
@@ -46,9 +46,11 @@ struct tpu_op_plan {
   size_t key_size;
   const tpu_op_entry* entry;
   int output_count;
-  tpu_dtype out_dtypes[MAX_OUTPUTS];
-  int out_ranks[MAX_OUTPUTS];
-  int64_t out_sizes[MAX_OUTPUTS][TPU_MAX_RANK];
+  struct op_output {
+    tpu_dtype dtype;
+    int rank;
+    int64_t sizes[TPU_MAX_RANK];
+  } * outputs; /* output_count entries */
   op_variant* variants;
   struct tpu_op_plan* next; /* hash chain */
 };

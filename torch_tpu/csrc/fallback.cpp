@@ -187,20 +187,65 @@ c10::IValue to_meta(const c10::Argument& schema, const c10::IValue& v) {
   return v;
 }
 
+// The tensors a mutable argument holds: one, a list's items, or none.
+template <typename Fn>
+void for_each_tensor(const c10::IValue& v, Fn fn) {
+  if (v.isTensor()) {
+    if (v.toTensor().defined()) fn(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorVector()) fn(t);
+  }
+}
+
 // Runs the op's meta kernel on stand-in tensors: PyTorch's own shape and
-// dtype rules (and its error messages for bad input) decide the outputs.
+// dtype rules (and its error messages for bad input) decide the outputs,
+// in the order of op outputs: mutated arguments, then fresh returns.
 std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs) {
-  const auto& arguments = op.schema().arguments();
+  const auto& schema = op.schema();
+  const auto& arguments = schema.arguments();
   torch::jit::Stack meta;
-  for (size_t i = 0; i < arguments.size(); i++) meta.push_back(to_meta(arguments[i], inputs[i]));
-  op.callBoxed(&meta);
   std::vector<at::Tensor> outputs;
-  for (const auto& v : meta) {
-    TORCH_CHECK_NOT_IMPLEMENTED(v.isTensor(), "aten::", op.schema().name(), ": returns a ", v.tagKind(),
-                                ", which the tpu fallback does not support");
-    outputs.push_back(v.toTensor());
+  for (size_t i = 0; i < arguments.size(); i++) {
+    meta.push_back(to_meta(arguments[i], inputs[i]));
+    if (is_mutable(arguments[i])) for_each_tensor(meta.back(), [&](const at::Tensor& t) { outputs.push_back(t); });
+  }
+  op.callBoxed(&meta);  // out= stand-ins are resized in place
+  for (size_t j = 0; j < schema.returns().size(); j++) {
+    if (schema.returns()[j].alias_info()) continue;
+    const c10::IValue& v = meta[j];
+    TORCH_CHECK_NOT_IMPLEMENTED(v.isTensor() || v.isTensorList(), "aten::", schema.name(), ": returns a ",
+                                v.tagKind(), ", which the tpu fallback does not support");
+    for_each_tensor(v, [&](const at::Tensor& t) { outputs.push_back(t); });
   }
   return outputs;
+}
+
+// Pushes the op's returns: mutated arguments for aliased returns, fresh
+// tensors (a list takes all fresh tensors the single-tensor returns leave).
+void push_returns(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> inputs,
+                  c10::SmallVector<at::Tensor, 2>& fresh, torch::jit::Stack* stack) {
+  c10::SmallVector<c10::IValue, 2> mutated;
+  for (size_t i = 0; i < schema.arguments().size(); i++)
+    if (is_mutable(schema.arguments()[i])) mutated.push_back(inputs[i]);
+  size_t single = 0;
+  for (const auto& r : schema.returns())
+    if (!r.alias_info() && r.type()->kind() == c10::TypeKind::TensorType) single++;
+  size_t next_mutated = 0, next_fresh = 0;
+  torch::jit::Stack returns;
+  for (const auto& r : schema.returns()) {
+    if (r.alias_info()) {
+      returns.push_back(mutated[next_mutated++]);
+    } else if (r.type()->kind() == c10::TypeKind::TensorType) {
+      returns.emplace_back(std::move(fresh[next_fresh++]));
+    } else {
+      std::vector<at::Tensor> list;
+      size_t take = fresh.size() - single;
+      for (size_t i = 0; i < take; i++) list.push_back(std::move(fresh[next_fresh++]));
+      returns.emplace_back(std::move(list));
+    }
+  }
+  torch::jit::drop(*stack, inputs.size());
+  for (auto& v : returns) stack->push_back(std::move(v));
 }
 
 std::string describe(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs) {
@@ -248,13 +293,17 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   CallArgs call_args;
   call_args.op = name.c_str();
   call_args.arg_count = n;
-  c10::SmallVector<at::Tensor, 2> targets;  // in-place self and out= tensors, in order
+  // Tensors the op writes in place (self, out=, lists, running stats), in order.
+  c10::SmallVector<at::Tensor, 2> targets;
   for (size_t i = 0; i < n; i++) {
     const c10::IValue& v = inputs[i];
-    if (is_mutable(arguments[i]) && v.isTensor()) {
-      targets.push_back(v.toTensor());
-      if (targets.back().device().type() == kTpu) call_args.note_device(targets.back());
-    }
+    if (is_mutable(arguments[i]))
+      for_each_tensor(v, [&](const at::Tensor& t) {
+        TORCH_CHECK(t.device().type() == kTpu, name, ": cannot write into a ", t.device(),
+                    " tensor from a tpu op; pass a tpu tensor");
+        call_args.note_device(t);
+        targets.push_back(t);
+      });
     if (!is_out_argument(arguments[i])) call_args.args.push_back(call_args.convert(arguments[i], v));
   }
   if (call_args.device < 0) call_args.device = current_device();
@@ -292,33 +341,33 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                              &plan));
   }
 
+  // Outputs: the targets (out= resized to the plan's shapes), then fresh tensors.
   int count = tpu_op_plan_output_count(plan);
-  c10::SmallVector<at::Tensor, 2> results;
+  TORCH_CHECK(count >= static_cast<int>(targets.size()), name, ": ", targets.size(), " tensors to write but ",
+              count, " outputs");
+  c10::SmallVector<at::Tensor, 2> fresh;
+  outputs.clear();
   for (int k = 0; k < count; k++) {
     tpu_dtype dtype;
     int rank;
     const int64_t* sizes;
     tpu_op_plan_output(plan, k, &dtype, &rank, &sizes);
     at::IntArrayRef shape(sizes, static_cast<size_t>(rank));
-    if (targets.empty()) {
-      results.push_back(at::detail::empty_generic(shape, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                                  to_scalar_type(dtype), std::nullopt));
-    } else {
-      TORCH_CHECK(k < static_cast<int>(targets.size()), name, ": expected ", count, " output tensors");
+    if (k < static_cast<int>(targets.size())) {
       at::Tensor& out = targets[static_cast<size_t>(k)];
       if (!out.sizes().equals(shape)) at::native::resize_output(out, shape);
-      results.push_back(out);
+      outputs.push_back(to_tpu_tensor(out, name.c_str()));
+    } else {
+      fresh.push_back(at::detail::empty_generic(shape, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                to_scalar_type(dtype), std::nullopt));
+      outputs.push_back(to_tpu_tensor(fresh.back(), name.c_str()));
     }
   }
-  outputs.clear();
-  for (const at::Tensor& r : results) outputs.push_back(to_tpu_tensor(r, name.c_str()));
   call.outputs = outputs.data();
   call.output_count = static_cast<int>(outputs.size());
   tpu_status status = tpu_op_execute(plan, &call);
   if (status) check(tpu_status_annotate(status, "%s: ", describe(op, inputs).c_str()));
-
-  torch::jit::drop(*stack, n);
-  for (at::Tensor& r : results) stack->emplace_back(std::move(r));
+  push_returns(schema, inputs, fresh, stack);
 }
 
 }  // namespace torch_tpu
