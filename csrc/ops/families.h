@@ -15,6 +15,16 @@ extern const tpu_op_family tpu_ops_reduce;      /* ops/reduce.c */
 extern const tpu_op_family tpu_ops_linalg;      /* ops/linalg.c */
 extern const tpu_op_family tpu_ops_indexing;    /* ops/indexing.c */
 extern const tpu_op_family tpu_ops_creation;    /* ops/creation.c */
+extern const tpu_op_family tpu_ops_activation;  /* ops/activation.c */
+extern const tpu_op_family tpu_ops_loss;        /* ops/loss.c */
+extern const tpu_op_family tpu_ops_conv;        /* ops/conv.c */
+extern const tpu_op_family tpu_ops_pool;        /* ops/pool.c */
+extern const tpu_op_family tpu_ops_resample;    /* ops/resample.c */
+extern const tpu_op_family tpu_ops_norm;        /* ops/norm.c */
+extern const tpu_op_family tpu_ops_embedding;   /* ops/embedding.c */
+extern const tpu_op_family tpu_ops_attention;   /* ops/attention.c */
+extern const tpu_op_family tpu_ops_sort;        /* ops/sort.c */
+extern const tpu_op_family tpu_ops_foreach;     /* ops/foreach.c */
 
 #define TPU_OP_FAMILY(name, table) \
   const tpu_op_family name = {table, (int)(sizeof table / sizeof table[0])}

@@ -1,0 +1,7 @@
+/* embedding lowerings. */
+#include "ops/families.h"
+
+static const tpu_op_entry entries[] = {
+};
+
+TPU_OP_FAMILY(tpu_ops_embedding, entries);

@@ -1,0 +1,7 @@
+/* pool lowerings. */
+#include "ops/families.h"
+
+static const tpu_op_entry entries[] = {
+};
+
+TPU_OP_FAMILY(tpu_ops_pool, entries);
