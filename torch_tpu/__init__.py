@@ -20,6 +20,8 @@ from . import metrics  # noqa: E402,F401
 
 torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+# bfloat16 is the TPU's native low-precision type (torch.autocast("tpu") default).
+torch.set_autocast_dtype("tpu", torch.bfloat16)
 
 if os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") not in ("", "0"):
     _C._set_cpu_fallback(True)

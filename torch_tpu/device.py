@@ -98,6 +98,15 @@ def _is_in_bad_fork():
     return False
 
 
+def get_amp_supported_dtype():
+    """Dtypes torch.autocast("tpu") may cast to."""
+    return [torch.bfloat16, torch.float16]
+
+
+def is_bf16_supported(including_emulation=True):
+    return True
+
+
 class device:
     """Context manager that makes `index` the current tpu device."""
 

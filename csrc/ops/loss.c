@@ -1,7 +1,286 @@
-/* loss lowerings. */
+/* Loss lowerings and their backwards: nll_loss and nll_loss2d (what
+ * cross_entropy becomes after log_softmax), mse_loss, smooth_l1_loss,
+ * huber_loss and binary_cross_entropy. l1_loss, cross_entropy itself and
+ * binary_cross_entropy_with_logits are composites of lowered ops.
+ *
+ * `reduction` is ATen's enum: 0 none, 1 mean, 2 sum. Float16/bfloat16
+ * compute in float32. What ATen's CPU kernels check on values (targets in
+ * range, binary_cross_entropy's input in [0, 1]) cannot be checked inside a
+ * program: out-of-range class targets pick nothing (a loss and gradient of
+ * 0) and inputs outside [0, 1] give NaN. */
+#include <string.h>
+
+#include "hlo/elementwise_extra_ops.h"
 #include "ops/families.h"
 
+enum { REDUCTION_NONE, REDUCTION_MEAN, REDUCTION_SUM };
+
+static tpu_dtype widened(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
+
+static hlo_value sum_all(hlo_builder* b, hlo_value x) {
+  hlo_type t = *hlo_type_of(b, x);
+  int64_t dims[TPU_MAX_RANK];
+  for (int i = 0; i < t.rank; i++) dims[i] = i;
+  return hlo_reduce(b, x, hlo_constant(b, t.dtype, 0), "add", dims, t.rank);
+}
+
+/* ---- pointwise losses ---- */
+
+/* A pointwise loss call: forwards are (self, target, ...), backwards
+ * (grad_output, self, target, ...), so arguments are read relative to
+ * `self`. Values have the common shape of the tensor arguments and the
+ * compute dtype. */
+typedef struct pointwise {
+  tpu_lowering* l;
+  hlo_builder* b;
+  hlo_type type;
+  int self;         /* index of self: 0 in forwards, 1 in backwards */
+  hlo_value x, y;   /* self and target */
+} pointwise;
+
+static hlo_value k(pointwise* p, double value) {
+  hlo_value c = hlo_constant(p->b, p->type.dtype, value);
+  return hlo_broadcast_in_dim(p->b, c, p->type.rank, p->type.dims, NULL);
+}
+
+static hlo_value bin(pointwise* p, const char* op, hlo_value x, hlo_value y) {
+  return hlo_binary(p->b, op, x, y);
+}
+
+/* binary_cross_entropy's optional weight (after target), times v. */
+static hlo_value weighted(pointwise* p, hlo_value v) {
+  int weight = p->self + 2;
+  if (tpu_lower_is_none(p->l, weight)) return v;
+  return bin(p, "multiply", v, tpu_lower_value_as(p->l, weight, &p->type));
+}
+
+/* smooth_l1's beta and huber's delta, a float attribute after reduction. */
+static double margin(pointwise* p) { return tpu_lower_float(p->l, p->self + 3, 1.0); }
+
+static hlo_value mse(pointwise* p) {
+  hlo_value d = bin(p, "subtract", p->x, p->y);
+  return bin(p, "multiply", d, d);
+}
+static hlo_value mse_grad(pointwise* p) {
+  return bin(p, "multiply", k(p, 2), bin(p, "subtract", p->x, p->y));
+}
+
+/* |d| < beta ? d^2 / (2 beta) : |d| - beta / 2; beta = 0 is l1. */
+static hlo_value smooth_l1(pointwise* p) {
+  double beta = margin(p);
+  hlo_value z = hlo_unary(p->b, "abs", bin(p, "subtract", p->x, p->y));
+  hlo_value quad = bin(p, "divide", bin(p, "multiply", k(p, 0.5), bin(p, "multiply", z, z)), k(p, beta));
+  return hlo_select(p->b, hlo_compare(p->b, "LT", z, k(p, beta)), quad,
+                    bin(p, "subtract", z, k(p, 0.5 * beta)));
+}
+static hlo_value smooth_l1_grad(pointwise* p) {
+  double beta = margin(p);
+  hlo_value d = bin(p, "subtract", p->x, p->y);
+  hlo_value small = hlo_compare(p->b, "LT", hlo_unary(p->b, "abs", d), k(p, beta));
+  return hlo_select(p->b, small, bin(p, "divide", d, k(p, beta)), hlo_sign(p->b, d));
+}
+
+/* |d| < delta ? d^2 / 2 : delta (|d| - delta / 2). */
+static hlo_value huber(pointwise* p) {
+  double delta = margin(p);
+  hlo_value z = hlo_unary(p->b, "abs", bin(p, "subtract", p->x, p->y));
+  hlo_value quad = bin(p, "multiply", k(p, 0.5), bin(p, "multiply", z, z));
+  hlo_value lin = bin(p, "multiply", k(p, delta), bin(p, "subtract", z, k(p, 0.5 * delta)));
+  return hlo_select(p->b, hlo_compare(p->b, "LT", z, k(p, delta)), quad, lin);
+}
+static hlo_value huber_grad(pointwise* p) {
+  double delta = margin(p);
+  hlo_value d = bin(p, "subtract", p->x, p->y);
+  hlo_value low = hlo_min_max(p->b, "maximum", d, k(p, -delta), true);
+  return hlo_min_max(p->b, "minimum", low, k(p, delta), true);
+}
+
+/* (y - 1) max(log(1 - x), -100) - y max(log x, -100), NaN kept, weighted. */
+static hlo_value bce(pointwise* p) {
+  hlo_value floor = k(p, -100);
+  hlo_value log_x = hlo_min_max(p->b, "maximum", hlo_unary(p->b, "log", p->x), floor, true);
+  hlo_value log_rest = hlo_unary(p->b, "log_plus_one", hlo_unary(p->b, "negate", p->x));
+  log_rest = hlo_min_max(p->b, "maximum", log_rest, floor, true);
+  hlo_value loss = bin(p, "subtract", bin(p, "multiply", bin(p, "subtract", p->y, k(p, 1)), log_rest),
+                       bin(p, "multiply", p->y, log_x));
+  return weighted(p, loss);
+}
+/* (x - y) / max(x (1 - x), 1e-12), weighted. */
+static hlo_value bce_grad(pointwise* p) {
+  hlo_value var = bin(p, "multiply", bin(p, "subtract", k(p, 1), p->x), p->x);
+  hlo_value denom = hlo_min_max(p->b, "maximum", var, k(p, 1e-12), true);
+  return weighted(p, bin(p, "divide", bin(p, "subtract", p->x, p->y), denom));
+}
+
+static const struct pointwise_loss {
+  const char* name;
+  hlo_value (*loss)(pointwise* p);
+  hlo_value (*grad)(pointwise* p); /* d loss / d self, elementwise */
+  int reduction;                   /* its argument's index after self */
+  bool weighted;                   /* an optional weight follows target */
+} pointwise_losses[] = {
+    {"binary_cross_entropy", bce, bce_grad, 3, true},
+    {"huber_loss", huber, huber_grad, 2, false},
+    {"mse_loss", mse, mse_grad, 2, false},
+    {"smooth_l1_loss", smooth_l1, smooth_l1_grad, 2, false},
+};
+
+/* name or name_backward: the forward reduces the elementwise loss; the
+ * backward scales the elementwise gradient by grad_output (divided by
+ * self's numel for mean). A forward rounds the elementwise loss to the
+ * output dtype before reducing, as ATen computes it in that dtype. */
+static tpu_status lower_pointwise(tpu_lowering* l) {
+  const char* name = tpu_lower_op_name(l);
+  const char* suffix = strstr(name, "_backward");
+  bool backward = suffix != NULL;
+  size_t base = backward ? (size_t)(suffix - name) : strlen(name);
+  const struct pointwise_loss* op = NULL;
+  for (size_t i = 0; i < sizeof pointwise_losses / sizeof pointwise_losses[0]; i++)
+    if (strlen(pointwise_losses[i].name) == base && !strncmp(pointwise_losses[i].name, name, base))
+      op = &pointwise_losses[i];
+  if (!op) {
+    tpu_lower_fail(l, TPU_INTERNAL, "aten::%s is registered but missing from its loss table", name);
+    return NULL;
+  }
+  int self = backward ? 1 : 0;
+  int operands[4] = {0, 1, 2, 3}, count = self + 2;
+  if (op->weighted && !tpu_lower_is_none(l, self + 2)) count++;
+  tpu_dtype out = tpu_lower_output_type(l, 0).dtype;
+  pointwise p = {l, tpu_lower_builder(l), tpu_lower_broadcast_type(l, operands, count, widened(out)),
+                 self, HLO_INVALID, HLO_INVALID};
+  p.x = tpu_lower_value_as(l, self, &p.type);
+  p.y = tpu_lower_value_as(l, self + 1, &p.type);
+  int64_t reduction = tpu_lower_int(l, self + op->reduction, REDUCTION_MEAN);
+  hlo_builder* b = p.b;
+  if (backward) {
+    hlo_value g = tpu_lower_value_as(l, 0, &p.type);
+    if (reduction == REDUCTION_MEAN) {
+      hlo_type in = tpu_lower_arg_type(l, self);
+      g = bin(&p, "divide", g, k(&p, (double)hlo_type_numel(&in)));
+    }
+    tpu_lower_set_output(l, 0, bin(&p, "multiply", op->grad(&p), g));
+    return NULL;
+  }
+  hlo_value loss = op->loss(&p);
+  if (reduction != REDUCTION_NONE) {
+    loss = sum_all(b, hlo_convert(b, hlo_convert(b, loss, out), p.type.dtype));
+    if (reduction == REDUCTION_MEAN)
+      loss = hlo_binary(b, "divide", loss, hlo_constant(b, p.type.dtype, (double)hlo_type_numel(&p.type)));
+  }
+  tpu_lower_set_output(l, 0, loss);
+  return NULL;
+}
+
+/* ---- nll_loss ---- */
+
+/* Which entries of self (C), (N, C) or (N, C, H, W) the targets pick,
+ * found by comparing each class index with the target, so that targets
+ * equal to ignore_index pick nothing wherever it lies. Arguments, from
+ * `self`: self, target, weight, reduction, ignore_index. */
+typedef struct nll {
+  hlo_type in;       /* self's type in the compute dtype */
+  int class_dim;
+  int64_t kept[TPU_MAX_RANK]; /* the other dims, the target's */
+  hlo_value hit;     /* bool, self's shape: this entry is its row's target */
+  hlo_value weight;  /* the class weights along class_dim, or HLO_INVALID */
+  hlo_value picked_weight; /* per target: its class's weight, 0 if ignored */
+} nll;
+
+static hlo_value filled(hlo_builder* b, const hlo_type* type, double value) {
+  return hlo_broadcast_in_dim(b, hlo_constant(b, type->dtype, value), type->rank, type->dims, NULL);
+}
+
+/* v (of the target's shape) broadcast along the class dim. */
+static hlo_value across_classes(hlo_builder* b, const nll* n, hlo_value v) {
+  return hlo_broadcast_in_dim(b, v, n->in.rank, n->in.dims, n->kept);
+}
+
+/* The sum over the class dim of v where hit, 0 elsewhere. */
+static hlo_value pick(hlo_builder* b, const nll* n, hlo_value v) {
+  hlo_value masked = hlo_select(b, n->hit, v, filled(b, &n->in, 0));
+  int64_t dim = n->class_dim;
+  return hlo_reduce(b, masked, hlo_constant(b, n->in.dtype, 0), "add", &dim, 1);
+}
+
+static nll nll_of(tpu_lowering* l, int self) {
+  hlo_builder* b = tpu_lower_builder(l);
+  nll n = {tpu_lower_arg_type(l, self), 0, {0}, HLO_INVALID, HLO_INVALID, HLO_INVALID};
+  n.in.dtype = widened(n.in.dtype);
+  n.class_dim = n.in.rank == 1 ? 0 : 1;
+  for (int i = 0, j = 0; i < n.in.rank; i++)
+    if (i != n.class_dim) n.kept[j++] = i;
+  hlo_value target = hlo_convert(b, tpu_lower_tensor(l, self + 1), TPU_I64);
+  if (n.in.rank == 1 && tpu_lower_arg_type(l, self + 1).rank == 1) {
+    /* Unbatched self with a 1-element target: ATen reads target[0]. */
+    int64_t start = 0, limit = 1, stride = 1;
+    target = hlo_reshape(b, hlo_slice(b, target, &start, &limit, &stride), 0, NULL);
+  }
+  hlo_value ignore = hlo_constant_i64(b, TPU_I64, tpu_lower_int(l, self + 4, -100));
+  hlo_type tt = *hlo_type_of(b, target);
+  hlo_value valid = hlo_compare(b, "NE", target,
+                                hlo_broadcast_in_dim(b, ignore, tt.rank, tt.dims, NULL));
+  hlo_type classes = n.in;
+  classes.dtype = TPU_I64;
+  hlo_value is_target = hlo_compare(b, "EQ", hlo_iota(b, classes, n.class_dim),
+                                    across_classes(b, &n, target));
+  n.hit = hlo_binary(b, "and", is_target, across_classes(b, &n, valid));
+  if (!tpu_lower_is_none(l, self + 2)) {
+    int64_t dim = n.class_dim;
+    hlo_value w = tpu_lower_value(l, self + 2, n.in.dtype);
+    n.weight = hlo_broadcast_in_dim(b, w, n.in.rank, n.in.dims, &dim);
+  }
+  n.picked_weight = pick(b, &n, n.weight != HLO_INVALID ? n.weight : filled(b, &n.in, 1));
+  return n;
+}
+
+/* nll_loss_forward / nll_loss2d_forward(self, target, weight, reduction,
+ * ignore_index) -> (output, total_weight): -weight[t] * self[t] per
+ * target; total_weight sums the picked weights (0 for a batched 'none'). */
+static tpu_status lower_nll_forward(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  nll n = nll_of(l, 0);
+  hlo_value x = tpu_lower_value(l, 0, n.in.dtype);
+  if (n.weight != HLO_INVALID) x = hlo_binary(b, "multiply", x, n.weight);
+  hlo_value loss = hlo_unary(b, "negate", pick(b, &n, x));
+  hlo_value total = sum_all(b, n.picked_weight);
+  int64_t reduction = tpu_lower_int(l, 3, REDUCTION_MEAN);
+  if (reduction == REDUCTION_NONE && n.in.rank > 1) total = hlo_constant(b, n.in.dtype, 0);
+  if (reduction != REDUCTION_NONE) loss = sum_all(b, loss);
+  if (reduction == REDUCTION_MEAN) loss = hlo_binary(b, "divide", loss, total);
+  tpu_lower_set_output(l, 0, loss);
+  tpu_lower_set_output(l, 1, total);
+  return NULL;
+}
+
+/* nll_loss_backward / nll_loss2d_backward(grad, self, target, weight,
+ * reduction, ignore_index, total_weight): -weight[t] * grad at each
+ * target entry (grad / total_weight for mean), 0 elsewhere. */
+static tpu_status lower_nll_backward(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  nll n = nll_of(l, 1);
+  hlo_value g = tpu_lower_value(l, 0, n.in.dtype);
+  if (tpu_lower_int(l, 4, REDUCTION_MEAN) == REDUCTION_MEAN)
+    g = hlo_binary(b, "divide", g, tpu_lower_value(l, 6, n.in.dtype));
+  g = hlo_type_of(b, g)->rank == 0 ? hlo_broadcast_in_dim(b, g, n.in.rank, n.in.dims, NULL)
+                                   : across_classes(b, &n, g);
+  if (n.weight != HLO_INVALID) g = hlo_binary(b, "multiply", g, n.weight);
+  tpu_lower_set_output(l, 0, hlo_select(b, n.hit, hlo_unary(b, "negate", g), filled(b, &n.in, 0)));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
+    {"binary_cross_entropy", lower_pointwise, false},
+    {"binary_cross_entropy_backward", lower_pointwise, false},
+    {"huber_loss", lower_pointwise, false},
+    {"huber_loss_backward", lower_pointwise, false},
+    {"mse_loss", lower_pointwise, false},
+    {"mse_loss_backward", lower_pointwise, false},
+    {"nll_loss2d_backward", lower_nll_backward, false},
+    {"nll_loss2d_forward", lower_nll_forward, false},
+    {"nll_loss_backward", lower_nll_backward, false},
+    {"nll_loss_forward", lower_nll_forward, false},
+    {"smooth_l1_loss", lower_pointwise, false},
+    {"smooth_l1_loss_backward", lower_pointwise, false},
 };
 
 TPU_OP_FAMILY(tpu_ops_loss, entries);

@@ -1,0 +1,98 @@
+"""What every example shares: the command line, the device, the training loop
+(printing step, loss and steps per second), and training text that ships with
+Python itself, so no example downloads anything."""
+import argparse
+import pathlib
+import time
+
+import torch
+
+
+def parser(description, steps=20):
+    """The flags every example takes; a script adds its own before parsing."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--steps", type=int, default=steps, help="training steps")
+    p.add_argument("--device", choices=["tpu", "cpu"], default="tpu")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-every", type=int, default=1, help="print every N steps")
+    return p
+
+
+def device(name):
+    """The torch.device for --device; importing torch_tpu registers "tpu"."""
+    if name == "tpu":
+        import torch_tpu  # noqa: F401  (autoloaded too; explicit for clarity)
+
+        if not torch.tpu.is_available():
+            raise SystemExit("no tpu device: check the PJRT plugin (torch_tpu.metrics.report())")
+    return torch.device(name)
+
+
+def synchronize(dev):
+    """Waits for queued device work, so wall-clock timings are honest."""
+    if dev.type == "tpu":
+        torch.tpu.synchronize()
+
+
+def to_device(batch, dev):
+    return tuple(t.to(dev) for t in batch)
+
+
+def train(model, optimizer, loss_fn, batches, dev, log_every=1, callback=None):
+    """Runs one optimizer step per batch (CPU tensors, moved here) and returns
+    the losses as floats. Prints step, loss and steps per second every
+    `log_every` steps (0: silent). `callback(step, model)` runs after each
+    step's backward and optimizer step, e.g. to inspect gradients or memory."""
+    model.train()
+    losses = []
+    start, last_step = time.perf_counter(), 0
+    for step, batch in enumerate(batches, 1):
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model, to_device(batch, dev))
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+        if callback is not None:
+            callback(step, model)
+        if log_every and (step % log_every == 0 or step == len(batches)):
+            value = losses[-1].item()  # a sync point: the rate below includes the device work
+            now = time.perf_counter()
+            rate = (step - last_step) / (now - start)
+            print(f"step {step:5d}  loss {value:.4f}  {rate:7.2f} steps/s", flush=True)
+            start, last_step = now, step
+    return [l.item() for l in losses]
+
+
+def stdlib_text(modules=("textwrap", "string", "fractions", "heapq")):
+    """The source of a few standard-library modules: real text that every
+    Python installation has, read from disk rather than downloaded."""
+    import importlib
+
+    parts = [pathlib.Path(importlib.import_module(m).__file__).read_text(encoding="utf-8")
+             for m in modules]
+    return "\n".join(parts)
+
+
+def random_windows(data, block, batch, generator):
+    """A batch of (input, next-token target) windows at random offsets of a
+    1-D token tensor."""
+    starts = torch.randint(len(data) - block - 1, (batch,), generator=generator)
+    x = torch.stack([data[s:s + block] for s in starts.tolist()])
+    y = torch.stack([data[s + 1:s + block + 1] for s in starts.tolist()])
+    return x, y
+
+
+def sample_next(logits, temperature=0.0, top_k=None):
+    """The next token for each row of `logits` (batch, vocab): the argmax when
+    temperature is 0, else a draw from softmax(logits / temperature) limited to
+    the top_k most likely tokens. The draw is the exponential-race form of
+    sampling (argmax of p / E with E ~ Exp(1)), which keeps every step on the
+    device with fixed shapes."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return (probs / torch.empty_like(probs).exponential_()).argmax(-1)

@@ -1,0 +1,123 @@
+"""A DLRM-style click-through model: EmbeddingBag tables (sum and mean
+pooling) for the sparse features, a bottom MLP for the dense ones, pairwise
+dot-product interactions between all of them, a top MLP and a
+binary-cross-entropy loss. Trained with Adagrad on synthetic click logs drawn
+from a hidden logistic model, so there is something to learn.
+
+    python examples/dlrm.py --steps 200 --device tpu
+"""
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import common
+
+
+@dataclass
+class Config:
+    dense_features: int = 13
+    table_sizes: tuple = (1000, 500, 2000, 100, 50, 800)
+    embedding_dim: int = 16
+    bottom: tuple = (64, 32)
+    top: tuple = (64, 32)
+    mean_tables: tuple = (1, 3)  # pooled by mean; the others by sum
+    bag_size: int = 3  # ids per example and table, on average
+    batch_size: int = 128
+    lr: float = 0.05
+
+
+def mlp(sizes, last_relu):
+    layers = []
+    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if last_relu or i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class DLRM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg.embedding_dim
+        self.tables = nn.ModuleList(
+            nn.EmbeddingBag(n, d, mode="mean" if i in cfg.mean_tables else "sum")
+            for i, n in enumerate(cfg.table_sizes))
+        self.bottom = mlp((cfg.dense_features, *cfg.bottom, d), last_relu=True)
+        features = len(cfg.table_sizes) + 1
+        rows, cols = torch.tril_indices(features, features, offset=-1)
+        self.register_buffer("rows", rows, persistent=False)
+        self.register_buffer("cols", cols, persistent=False)
+        self.top = mlp((d + len(rows), *cfg.top, 1), last_relu=False)
+
+    def forward(self, dense, *sparse):
+        """dense (batch, dense_features); sparse: per table, its ids (all
+        bags concatenated) then each bag's start offset (batch,)."""
+        x = self.bottom(dense)
+        pooled = [table(ids, offsets)
+                  for table, ids, offsets in zip(self.tables, sparse[0::2], sparse[1::2])]
+        t = torch.stack([x, *pooled], dim=1)  # (batch, features, d)
+        dots = torch.bmm(t, t.transpose(1, 2))[:, self.rows, self.cols]
+        return self.top(torch.cat([x, dots], dim=1)).squeeze(1)
+
+
+class ClickLog:
+    """Synthetic impressions: log-normal dense features and Zipf-like ids,
+    clicked with probability sigmoid(w . dense + sum of the ids' hidden
+    scores). Every table gets bag_size * batch ids per batch, split into bags
+    of random lengths (some empty), so shapes stay fixed while bags vary."""
+
+    def __init__(self, cfg, generator):
+        self.cfg, self.generator = cfg, generator
+        self.w = torch.randn(cfg.dense_features, generator=generator) / cfg.dense_features ** 0.5
+        self.scores = [torch.randn(n, generator=generator) for n in cfg.table_sizes]
+
+    def batch(self):
+        cfg, g = self.cfg, self.generator
+        B, total = cfg.batch_size, cfg.batch_size * cfg.bag_size
+        dense = torch.randn(B, cfg.dense_features, generator=g).exp().log1p()
+        logit = (dense - dense.mean(0)) @ self.w
+        sparse = []
+        for n, scores in zip(cfg.table_sizes, self.scores):
+            ids = (n * torch.rand(total, generator=g) ** 3).long()  # popular ids are small
+            cuts = torch.randint(total + 1, (B - 1,), generator=g).sort().values
+            offsets = torch.cat([torch.zeros(1, dtype=torch.long), cuts])
+            bag = torch.bucketize(torch.arange(total), cuts, right=True)
+            logit = logit + torch.zeros(B).index_add_(0, bag, scores[ids]) / cfg.bag_size
+            sparse += [ids, offsets]
+        clicked = torch.bernoulli(torch.sigmoid(logit), generator=g)
+        return dense, clicked, *sparse
+
+
+def build(cfg, seed=0):
+    torch.manual_seed(seed)
+    return DLRM(cfg)
+
+
+def make_optimizer(model, cfg):
+    return torch.optim.Adagrad(model.parameters(), lr=cfg.lr)
+
+
+def make_batches(cfg, steps, seed=0):
+    log = ClickLog(cfg, torch.Generator().manual_seed(seed))
+    return [log.batch() for _ in range(steps)]
+
+
+def loss_fn(model, batch):
+    dense, clicked, *sparse = batch
+    return F.binary_cross_entropy_with_logits(model(dense, *sparse), clicked)
+
+
+def main():
+    args = common.parser(__doc__).parse_args()
+    dev = common.device(args.device)
+    cfg = Config()
+    model = build(cfg, args.seed).to(dev)
+    print(f"{sum(p.numel() for p in model.parameters()):,} parameters on {dev}")
+    common.train(model, make_optimizer(model, cfg), loss_fn,
+                 make_batches(cfg, args.steps, args.seed), dev, args.log_every)
+
+
+if __name__ == "__main__":
+    main()
