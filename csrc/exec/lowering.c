@@ -226,6 +226,24 @@ int tpu_lower_int_list(const tpu_lowering* l, int index, const int64_t** out_ite
   return 0;
 }
 
+int tpu_lower_float_list(const tpu_lowering* l, int index, const double** out_items) {
+  const tpu_arg* a = arg_at(l, index);
+  *out_items = NULL;
+  if (!a || a->kind != TPU_ARG_FLOAT_LIST) return 0;
+  *out_items = a->u.floats.items;
+  return a->u.floats.count;
+}
+
+hlo_value tpu_lower_scalar_list(tpu_lowering* l, int index, tpu_dtype dtype) {
+  const tpu_arg* a = arg_at(l, index);
+  if (!a || a->kind != TPU_ARG_SCALAR_LIST) return wrong_kind(l, index, "a list of numbers");
+  int64_t n = a->u.floats.count;
+  if (l->arg_values[index] == HLO_INVALID)
+    l->arg_values[index] = add_param(l, PARAM_SCALAR_LIST, (tensor_ref){index, -1},
+                                     hlo_type_make(TPU_F64, 1, &n));
+  return hlo_convert(l->b, l->arg_values[index], dtype);
+}
+
 tpu_dtype tpu_lower_dtype(const tpu_lowering* l, int index, tpu_dtype fallback) {
   const tpu_arg* a = arg_at(l, index);
   return a && a->kind == TPU_ARG_DTYPE ? a->u.dtype : fallback;

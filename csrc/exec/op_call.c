@@ -111,6 +111,11 @@ static tpu_status input_key(const tpu_op_call* call, const tpu_op_entry* entry, 
         put(k, a->u.ints.items, (size_t)a->u.ints.count * sizeof(int64_t));
         break;
       case TPU_ARG_DTYPE: put_i64(k, a->u.dtype); break;
+      case TPU_ARG_FLOAT_LIST:
+        put_i64(k, a->u.floats.count);
+        put(k, a->u.floats.items, (size_t)a->u.floats.count * sizeof(double));
+        break;
+      case TPU_ARG_SCALAR_LIST: put_i64(k, a->u.floats.count); break;
       case TPU_ARG_STRING: put_str(k, a->u.string); break;
       case TPU_ARG_NONE:
       case TPU_ARG_RNG: break;
@@ -278,6 +283,14 @@ static tpu_status param_buffer(const tpu_op_call* call, const param_source* p,
         return runtime_scalar_buffer(call->device, TPU_BOOL, &b, out_buffer);
       }
       return runtime_scalar_buffer(call->device, TPU_I64, &a->u.scalar.i, out_buffer);
+    }
+    case PARAM_SCALAR_LIST: {
+      const tpu_arg* a = &call->args[p->ref.arg];
+      int64_t n = a->u.floats.count;
+      TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_from_host(runtime_pjrt(), call->device, TPU_F64, &n, 1,
+                                                    a->u.floats.items, out_buffer));
+      *out_owned = *out_buffer;
+      return NULL;
     }
     case PARAM_RNG: {
       const tpu_arg* a = &call->args[p->ref.arg];

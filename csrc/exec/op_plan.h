@@ -19,6 +19,7 @@ typedef enum param_kind {
   PARAM_OFFSET,  /* ref's element offset, i64 */
   PARAM_SCALAR,  /* argument `ref.arg`'s Python number */
   PARAM_RNG,     /* argument `ref.arg`'s (seed, offset) as ui64[2] */
+  PARAM_SCALAR_LIST, /* argument `ref.arg`'s Scalar[] as f64[n] */
 } param_kind;
 
 typedef struct param_source {

@@ -45,6 +45,11 @@ double tpu_lower_float(const tpu_lowering* l, int index, double fallback);
 bool tpu_lower_bool(const tpu_lowering* l, int index, bool fallback);
 /* Int list; returns count; *out_items points into the call (valid during lowering). */
 int tpu_lower_int_list(const tpu_lowering* l, int index, const int64_t** out_items);
+/* Float list (float[]), compiled in; same contract as tpu_lower_int_list. */
+int tpu_lower_float_list(const tpu_lowering* l, int index, const double** out_items);
+/* A Scalar[] argument as one 1-D runtime parameter of its length, converted
+ * to `dtype` (slice item k out of it). */
+hlo_value tpu_lower_scalar_list(tpu_lowering* l, int index, tpu_dtype dtype);
 tpu_dtype tpu_lower_dtype(const tpu_lowering* l, int index, tpu_dtype fallback);
 const char* tpu_lower_string(const tpu_lowering* l, int index, const char* fallback);
 /* The scalar's value baked in: only for ops whose table entry sets

@@ -82,6 +82,8 @@ typedef enum tpu_arg_kind {
   TPU_ARG_DTYPE,
   TPU_ARG_STRING,
   TPU_ARG_RNG,         /* a generator's (seed, offset) */
+  TPU_ARG_FLOAT_LIST,  /* float[]: compiled in */
+  TPU_ARG_SCALAR_LIST, /* Scalar[] (foreach lr lists): runtime values, as float64 */
 } tpu_arg_kind;
 
 typedef struct tpu_arg {
@@ -94,6 +96,7 @@ typedef struct tpu_arg {
     double f;
     bool b;
     struct { const int64_t* items; int count; } ints;
+    struct { const double* items; int count; } floats; /* FLOAT_LIST, SCALAR_LIST */
     tpu_dtype dtype;
     const char* string;
     struct { uint64_t seed; uint64_t offset; } rng;

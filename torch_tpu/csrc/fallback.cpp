@@ -38,6 +38,7 @@ c10::TypeKind kind_of(const c10::Argument& a) {
 struct CallArgs {
   c10::SmallVector<tpu_arg, 8> args;
   std::vector<std::vector<int64_t>> int_lists;
+  std::vector<std::vector<double>> float_lists;
   std::vector<std::vector<tpu_tensor>> tensor_lists;
   std::vector<at::Tensor> uploads;  // 0-d CPU tensors moved to the device
   std::vector<std::string> strings;
@@ -150,6 +151,20 @@ struct CallArgs {
       return tensor_list(items);
     } else if (v.isOptionalTensorList()) {
       return tensor_list(v.toOptionalTensorList().vec());
+    } else if (v.isDoubleList() || (v.isList() && kind == c10::TypeKind::ListType)) {
+      // float[] is compiled in; Scalar[] (foreach per-tensor values) is runtime.
+      c10::TypePtr element = schema.real_type();
+      if (auto optional = element->cast<c10::OptionalType>()) element = optional->getElementType();
+      element = element->castRaw<c10::ListType>()->getElementType();
+      auto& list = add(float_lists);
+      if (v.isDoubleList()) {
+        list = v.toDoubleVector();
+      } else {
+        for (const c10::IValue& item : v.toListRef()) list.push_back(item.toScalar().toDouble());
+      }
+      a.kind = element->kind() == c10::TypeKind::NumberType ? TPU_ARG_SCALAR_LIST : TPU_ARG_FLOAT_LIST;
+      a.u.floats.items = list.data();
+      a.u.floats.count = static_cast<int>(list.size());
     } else if (v.isString()) {
       a.kind = TPU_ARG_STRING;
       a.u.string = (add(strings) = v.toStringRef()).c_str();
