@@ -31,11 +31,13 @@ $(STAMP): requirements.txt
 
 $(BUILD)/release/%.o: %.c $(wildcard csrc/*/*.h) | $(STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_COMMON) -O2 -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS_COMMON) -O2 -c $< -o $@
 
 $(BUILD)/asan/%.o: %.c $(wildcard csrc/*/*.h) | $(STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_COMMON) -O1 -g $(SANITIZE) -c $< -o $@
+	@echo "  CC asan $<"
+	@$(CC) $(CFLAGS_COMMON) -O1 -g $(SANITIZE) -c $< -o $@
 
 $(BUILD)/libtpu_runtime.a: $(RUNTIME_OBJ)
 	ar rcs $@ $^
