@@ -46,7 +46,7 @@ $(BUILD)/asan/test_%: csrc/tests/test_%.c $(TEST_SUPPORT) $(ASAN_OBJ)
 	$(CC) $(CFLAGS_COMMON) -O1 -g $(SANITIZE) $< $(TEST_SUPPORT) $(ASAN_OBJ) -ldl -lm -lpthread -o $@
 
 $(BUILD)/extension.stamp: $(BUILD)/libtpu_runtime.a setup.py $(wildcard torch_tpu/csrc/*.cpp torch_tpu/csrc/*.h)
-	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	touch $@
 
 setup: $(STAMP) $(BUILD)/extension.stamp

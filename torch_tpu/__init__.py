@@ -15,8 +15,11 @@ from . import _C  # noqa: E402  (needs the backend name first)
 
 _C._init(_plugin.find_plugin(), int(os.environ.get("TORCH_TPU_CPU_DEVICES", "0")))
 
+from . import cache  # noqa: E402
 from . import device as _device_module  # noqa: E402
 from . import metrics  # noqa: E402,F401
+
+cache._configure()
 
 torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)

@@ -21,7 +21,8 @@ def report():
         f"platform: {info['platform']} {info['platform_version']} "
         f"(PJRT API {info['pjrt_api_version']}, XLA {info['xla_version'] or 'unknown'})",
         f"compiles: {c['compile']} ({c['compile_nanos'] / 1e6:.1f} ms total)",
-        f"cache hits: {c['cache_hit']}",
+        f"cache hits: {c['cache_hit']} in memory, {c['disk_cache_hit']} from disk "
+        f"({c['disk_cache_write']} programs written to disk)",
         f"executions: {c['execute']}",
         f"to device: {c['transfer_to_device']} transfers, {c['bytes_to_device']} bytes",
         f"to host: {c['transfer_to_host']} transfers, {c['bytes_to_host']} bytes",

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cache/disk_cache.h"
 #include "tpu/runtime.h"
 
 #define BUCKETS 4096
@@ -58,15 +59,22 @@ tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size,
     free(copy);
     return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory caching a program");
   }
-  int64_t start = now_nanos();
-  tpu_status status = tpu_pjrt_compile(pjrt, text, size, &p->executable);
+  tpu_status status = disk_cache_load(pjrt, text, size, &p->executable);
+  if (!status && !p->executable) {
+    int64_t start = now_nanos();
+    status = tpu_pjrt_compile(pjrt, text, size, &p->executable);
+    if (!status) {
+      tpu_counter_add(TPU_COUNTER_COMPILE, 1);
+      tpu_counter_add(TPU_COUNTER_COMPILE_NANOS, now_nanos() - start);
+      disk_cache_store(pjrt, text, size, p->executable);
+      *out_compiled = true;
+    }
+  }
   if (status) {
     free(p);
     free(copy);
     return status;
   }
-  tpu_counter_add(TPU_COUNTER_COMPILE, 1);
-  tpu_counter_add(TPU_COUNTER_COMPILE_NANOS, now_nanos() - start);
   memcpy(copy, text, size);
   p->hash = h;
   p->text = copy;
@@ -74,6 +82,5 @@ tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size,
   p->next = *bucket;
   *bucket = p;
   *out_executable = p->executable;
-  *out_compiled = true;
   return NULL;
 }

@@ -9,8 +9,9 @@
 
 #include "pjrt/pjrt.h"
 
-/* Returns the executable for `text`, compiling it on a miss; *out_compiled
- * says which. Call with the runtime lock held. */
+/* Returns the executable for `text`: from memory, else from the disk cache,
+ * else compiled (and written to disk); *out_compiled says whether it was
+ * compiled. Call with the runtime lock held. */
 tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size,
                              struct PJRT_LoadedExecutable** out_executable, bool* out_compiled);
 

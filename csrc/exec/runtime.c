@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
+#include "cache/disk_cache.h"
 #include "exec/runtime_impl.h"
 
 #define MAX_DEVICES 64
@@ -77,6 +80,8 @@ static const char* const counter_names[TPU_COUNTER_COUNT] = {
     [TPU_COUNTER_BYTES_TO_DEVICE] = "bytes_to_device",
     [TPU_COUNTER_BYTES_TO_HOST] = "bytes_to_host",
     [TPU_COUNTER_COMPILE_NANOS] = "compile_nanos",
+    [TPU_COUNTER_DISK_HIT] = "disk_cache_hit",
+    [TPU_COUNTER_DISK_WRITE] = "disk_cache_write",
 };
 
 const char* tpu_counter_name(tpu_counter c) {
@@ -134,6 +139,45 @@ tpu_status runtime_scalar_buffer(int device, tpu_dtype dtype, const void* bits,
   memcpy(slot->bits, bits, size);
   *out_buffer = made;
   return NULL;
+}
+
+tpu_status tpu_cache_configure(const char* dir, int64_t max_bytes) {
+  runtime_lock();
+  tpu_status status = NULL;
+  if (!pjrt) {
+    status = TPU_ERROR(TPU_INTERNAL, "configure the compile cache after tpu_runtime_init");
+  } else {
+    /* The plugin file's size and time stand in for its build: plugins can
+     * report the same XLA version for different builds. */
+    struct stat st = {0};
+    stat(tpu_pjrt_plugin_path(pjrt), &st);
+    char identity[2048];
+    snprintf(identity, sizeof identity, "%s|%s|pjrt %d.%d|xla %s|%s|%lld|%lld|%s",
+             tpu_pjrt_platform_name(pjrt), tpu_pjrt_platform_version(pjrt), tpu_pjrt_api_major(pjrt),
+             tpu_pjrt_api_minor(pjrt), tpu_pjrt_xla_version(pjrt), tpu_pjrt_plugin_path(pjrt),
+             (long long)st.st_size, (long long)st.st_mtime, tpu_pjrt_compile_options_name());
+    status = disk_cache_configure(dir, max_bytes, identity);
+  }
+  runtime_unlock();
+  return status;
+}
+
+void tpu_cache_stats(const char** out_dir, int64_t* out_entries, int64_t* out_bytes,
+                     int64_t* out_max_bytes) {
+  runtime_lock();
+  disk_cache_stats s = disk_cache_stat();
+  runtime_unlock();
+  *out_dir = s.dir;
+  *out_entries = s.entries;
+  *out_bytes = s.bytes;
+  *out_max_bytes = s.max_bytes;
+}
+
+tpu_status tpu_cache_clear(void) {
+  runtime_lock();
+  tpu_status status = disk_cache_clear();
+  runtime_unlock();
+  return status;
 }
 
 tpu_status tpu_device_synchronize(int device) {

@@ -59,6 +59,8 @@ void tpu_pjrt_buffer_destroy(tpu_pjrt* pjrt, struct PJRT_Buffer* buffer); /* acc
  * given to execute). Never sends empty compile options. */
 tpu_status tpu_pjrt_compile(tpu_pjrt* pjrt, const char* mlir, size_t mlir_size,
                             struct PJRT_LoadedExecutable** out_executable);
+/* Names the compile options tpu_pjrt_compile sends (for cache keys). */
+const char* tpu_pjrt_compile_options_name(void);
 /* Serialized executable bytes (malloc'd, caller frees) and the reverse. */
 tpu_status tpu_pjrt_executable_serialize(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* executable,
                                          char** out_bytes, size_t* out_size);

@@ -13,6 +13,8 @@
  * through execute_device, so one executable serves every device. */
 static const char compile_options[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
 
+const char* tpu_pjrt_compile_options_name(void) { return "1-replica-1-partition-portable"; }
+
 /* More arguments than this take a heap list of non-donatable indices. */
 #define STACK_ARGS 64
 

@@ -151,6 +151,8 @@ typedef enum tpu_counter {
   TPU_COUNTER_BYTES_TO_DEVICE,
   TPU_COUNTER_BYTES_TO_HOST,
   TPU_COUNTER_COMPILE_NANOS,
+  TPU_COUNTER_DISK_HIT,   /* programs loaded from the disk cache */
+  TPU_COUNTER_DISK_WRITE, /* programs written to it */
   TPU_COUNTER_COUNT
 } tpu_counter;
 
@@ -158,6 +160,17 @@ const char* tpu_counter_name(tpu_counter counter); /* "compile", "cache_hit", ..
 int64_t tpu_counter_get(tpu_counter counter);
 void tpu_counter_add(tpu_counter counter, int64_t amount);
 void tpu_counters_reset(void);
+
+/* ---- persistent compile cache ---- */
+
+/* Keeps compiled programs in `dir` (NULL or "" turns it off), at most
+ * `max_bytes`, keyed by program text and this plugin's identity (platform,
+ * PJRT and XLA versions, plugin file, compile options). Call after init. */
+tpu_status tpu_cache_configure(const char* dir, int64_t max_bytes);
+/* The directory ("" when off), its files and bytes, and the bound. */
+void tpu_cache_stats(const char** out_dir, int64_t* out_entries, int64_t* out_bytes,
+                     int64_t* out_max_bytes);
+tpu_status tpu_cache_clear(void);
 
 /* Blocks until all work enqueued on `device` is done; returns its first error. */
 tpu_status tpu_device_synchronize(int device);

@@ -51,6 +51,18 @@ void reset_counters() {
 
 at::Generator generator(int device) { return default_generator(device); }
 
+py::dict cache_stats() {
+  const char* dir;
+  int64_t entries, bytes, max_bytes;
+  tpu_cache_stats(&dir, &entries, &bytes, &max_bytes);
+  py::dict out;
+  out["dir"] = dir;
+  out["entries"] = entries;
+  out["bytes"] = bytes;
+  out["max_bytes"] = max_bytes;
+  return out;
+}
+
 void synchronize(int device) {
   check_device_index(device);
   py::gil_scoped_release release;
@@ -75,5 +87,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_counters", &counters);
   m.def("_reset_counters", &reset_counters);
   m.def("_set_cpu_fallback", &set_cpu_fallback);
+  m.def("_cache_configure", [](const std::string& dir, int64_t max_bytes) {
+    check(tpu_cache_configure(dir.c_str(), max_bytes));
+  });
+  m.def("_cache_stats", &cache_stats);
+  m.def("_cache_clear", [] { check(tpu_cache_clear()); });
   m.def("_cpu_fallback_enabled", &cpu_fallback_enabled);
 }

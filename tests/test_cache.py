@@ -1,0 +1,108 @@
+"""The persistent compile cache, exercised across processes."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = r"""
+import json, sys, torch, torch_tpu
+x = torch.arange(12.0, device="tpu").reshape(3, 4)
+y = (x @ x.t() + 1).softmax(-1).sum(0)
+print(json.dumps({"values": y.cpu().tolist(), "counters": torch_tpu.metrics.counters(),
+                  "stats": torch_tpu.cache.stats()}))
+"""
+
+
+def run(cache_dir, **env):
+    full = dict(os.environ, TORCH_TPU_CACHE_DIR=str(cache_dir), **{k: str(v) for k, v in env.items()})
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=full, timeout=180)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def cache_files(cache_dir):
+    return sorted(p for p in os.listdir(cache_dir) if p.endswith(".xla"))
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    """A cache directory filled by one cold run."""
+    cache_dir = tmp_path_factory.mktemp("cache")
+    cold = run(cache_dir)
+    return cache_dir, cold
+
+
+def test_second_process_compiles_nothing(warm):
+    cache_dir, cold = warm
+    assert cold["counters"]["compile"] > 0
+    assert cold["counters"]["disk_cache_write"] == cold["counters"]["compile"]
+    hot = run(cache_dir)
+    assert hot["counters"]["compile"] == 0
+    assert hot["counters"]["disk_cache_hit"] == cold["counters"]["compile"]
+    assert hot["values"] == cold["values"]
+    assert hot["stats"]["entries"] == len(cache_files(cache_dir)) > 0
+
+
+def damage(data, how):
+    if how == "truncate":
+        return data[: len(data) // 2]
+    if how == "corrupt":
+        return data[:-40] + bytes(b ^ 0xFF for b in data[-40:])
+    if how == "foreign":  # the same program made by another plugin build
+        return data[:12] + bytes([data[12] ^ 0x01]) + data[13:]
+    return b""
+
+
+def test_damaged_files_are_ignored_and_replaced(tmp_path):
+    first = run(tmp_path)
+    names = cache_files(tmp_path)
+    kinds = ["truncate", "corrupt", "foreign", "empty"]
+    assert len(names) >= len(kinds)
+    for i, name in enumerate(names):
+        path = tmp_path / name
+        path.write_bytes(damage(path.read_bytes(), kinds[i % len(kinds)]))
+    second = run(tmp_path)
+    assert second["values"] == first["values"]
+    assert second["counters"]["compile"] == first["counters"]["compile"]  # every damaged one recompiled
+    assert second["counters"]["disk_cache_hit"] == 0
+    third = run(tmp_path)  # and replaced by a good file
+    assert third["counters"]["compile"] == 0
+
+
+def test_size_bound_evicts_least_recently_used(tmp_path):
+    full = run(tmp_path)
+    sizes = sorted((tmp_path / n).stat().st_size for n in cache_files(tmp_path))
+    for name in cache_files(tmp_path):
+        (tmp_path / name).unlink()
+    bound = sum(sizes) - sizes[0] // 2  # room for all but about one program
+    bounded = run(tmp_path, TORCH_TPU_CACHE_MAX_BYTES=bound)
+    assert bounded["stats"]["bytes"] <= bound
+    assert bounded["stats"]["entries"] == len(sizes) - 1
+    assert bounded["values"] == full["values"]
+
+
+def test_concurrent_processes_share_a_directory(tmp_path):
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path))
+    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for _ in range(3)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r["values"] == results[0]["values"] for r in results)
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    assert run(tmp_path)["counters"]["compile"] == 0
+
+
+def test_clear_and_stats_and_off(tmp_path):
+    code = ("import torch, torch_tpu; (torch.ones(3, device='tpu') * 2).cpu(); "
+            "s = torch_tpu.cache.stats(); assert s['entries'] > 0 and s['dir'], s; "
+            "torch_tpu.cache.clear(); s = torch_tpu.cache.stats(); assert s['entries'] == 0, s; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path)), timeout=180)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    off = run("")
+    assert off["stats"]["dir"] == "" and off["counters"]["disk_cache_write"] == 0

@@ -1,0 +1,38 @@
+"""The persistent compile cache: compiled programs kept on disk, so a second
+process running the same model compiles nothing.
+
+TORCH_TPU_CACHE_DIR picks the directory (default: torch_tpu under the user's
+cache directory; an empty value turns the cache off) and
+TORCH_TPU_CACHE_MAX_BYTES its bound (default 2 GiB; least recently used files
+go first)."""
+import os
+
+from . import _C
+
+DEFAULT_MAX_BYTES = 2 << 30
+
+
+def default_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "torch_tpu")
+
+
+def _configure():
+    directory = os.environ.get("TORCH_TPU_CACHE_DIR", default_dir())
+    max_bytes = int(os.environ.get("TORCH_TPU_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
+    _C._cache_configure(directory, max_bytes)
+
+
+def stats():
+    """A dict: dir ("" when off), entries, bytes, max_bytes, and this
+    process's disk hits and writes."""
+    s = dict(_C._cache_stats())
+    counters = _C._counters()
+    s["hits"] = counters["disk_cache_hit"]
+    s["writes"] = counters["disk_cache_write"]
+    return s
+
+
+def clear():
+    """Removes every cached program file (programs in memory stay)."""
+    _C._cache_clear()
