@@ -22,8 +22,8 @@ typedef struct act {
   hlo_type type;
 } act;
 
-static act act_of(tpu_lowering* l, int output) {
-  act a = {l, tpu_lower_builder(l), tpu_lower_output_type(l, output)};
+static act act_of(tpu_lowering* l) {
+  act a = {l, tpu_lower_builder(l), tpu_lower_output_type(l, 0)};
   if (a.type.dtype == TPU_F16 || a.type.dtype == TPU_BF16) a.type.dtype = TPU_F32;
   return a;
 }
@@ -37,9 +37,15 @@ static hlo_value k(act* a, double value) {
 }
 
 static hlo_value add(act* a, hlo_value x, hlo_value y) { return hlo_binary(a->b, "add", x, y); }
-static hlo_value sub(act* a, hlo_value x, hlo_value y) { return hlo_binary(a->b, "subtract", x, y); }
-static hlo_value mul(act* a, hlo_value x, hlo_value y) { return hlo_binary(a->b, "multiply", x, y); }
-static hlo_value divide(act* a, hlo_value x, hlo_value y) { return hlo_binary(a->b, "divide", x, y); }
+static hlo_value sub(act* a, hlo_value x, hlo_value y) {
+  return hlo_binary(a->b, "subtract", x, y);
+}
+static hlo_value mul(act* a, hlo_value x, hlo_value y) {
+  return hlo_binary(a->b, "multiply", x, y);
+}
+static hlo_value divide(act* a, hlo_value x, hlo_value y) {
+  return hlo_binary(a->b, "divide", x, y);
+}
 static hlo_value fn(act* a, const char* op, hlo_value x) { return hlo_unary(a->b, op, x); }
 static hlo_value sel(act* a, hlo_value pred, hlo_value x, hlo_value y) {
   return hlo_select(a->b, pred, x, y);
@@ -70,9 +76,8 @@ static hlo_value threshold(act* a) {
 /* The tanh approximation's inner term sqrt(2/pi) * (x + 0.044715 x^3). */
 static const double gelu_beta = 0.79788456080286535588, gelu_kappa = 0.044715;
 
-/* gelu(self, approximate) and gelu_backward(grad, self, approximate):
- * whether to use tanh's approximation; NULL (and a recorded error) if the
- * string is neither "none" nor "tanh". */
+/* The approximate= argument of gelu and gelu_backward: "none" or "tanh";
+ * NULL (with the error recorded) for anything else. */
 static const char* gelu_mode(act* a, int index) {
   const char* mode = tpu_lower_string(a->l, index, "none");
   if (strcmp(mode, "none") && strcmp(mode, "tanh")) {
@@ -190,7 +195,8 @@ static hlo_value gelu_backward(act* a) {
     d = add(a, left, mul(a, mul(a, mul(a, k(a, 0.5), x), dtanh), dinner));
   } else {
     hlo_value cdf = mul(a, k(a, 0.5), add(a, k(a, 1), hlo_erf(a->b, mul(a, x, k(a, M_SQRT1_2)))));
-    hlo_value pdf = mul(a, k(a, M_2_SQRTPI * M_SQRT1_2 * 0.5), fn(a, "exponential", mul(a, x2, k(a, -0.5))));
+    hlo_value gauss = fn(a, "exponential", mul(a, x2, k(a, -0.5)));
+    hlo_value pdf = mul(a, k(a, M_2_SQRTPI * M_SQRT1_2 * 0.5), gauss);
     d = add(a, cdf, mul(a, x, pdf));
   }
   return mul(a, g, d);
@@ -239,7 +245,8 @@ static hlo_value elu_backward(act* a) {
 /* hardtanh_backward(grad, self, min, max): 0 at and beyond the bounds. */
 static hlo_value hardtanh_backward(act* a) {
   hlo_value x = arg(a, 1);
-  hlo_value outside = hlo_binary(a->b, "or", cmp(a, "LE", x, arg(a, 2)), cmp(a, "GE", x, arg(a, 3)));
+  hlo_value low = cmp(a, "LE", x, arg(a, 2)), high = cmp(a, "GE", x, arg(a, 3));
+  hlo_value outside = hlo_binary(a->b, "or", low, high);
   return sel(a, outside, k(a, 0), arg(a, 0));
 }
 
@@ -308,7 +315,7 @@ static tpu_status lower_activation(tpu_lowering* l) {
   const char* name = tpu_lower_op_name(l);
   for (size_t i = 0; i < sizeof activations / sizeof activations[0]; i++) {
     if (strcmp(activations[i].name, name)) continue;
-    act a = act_of(l, 0);
+    act a = act_of(l);
     tpu_lower_set_output(l, 0, activations[i].lower(&a));
     return NULL;
   }
@@ -319,7 +326,7 @@ static tpu_status lower_activation(tpu_lowering* l) {
 /* log_sigmoid_forward(self) -> (output, buffer): min(x, 0) - log1p(z) and
  * z = exp(-|x|), the buffer ATen's CPU backward would read. */
 static tpu_status lower_log_sigmoid_forward(tpu_lowering* l) {
-  act a = act_of(l, 0);
+  act a = act_of(l);
   hlo_value x = arg(&a, 0);
   hlo_value z = fn(&a, "exponential", fn(&a, "negate", fn(&a, "abs", x)));
   hlo_value low = hlo_binary(a.b, "minimum", x, k(&a, 0));
@@ -331,7 +338,7 @@ static tpu_status lower_log_sigmoid_forward(tpu_lowering* l) {
 /* _prelu_kernel_backward(grad, self, weight) -> (grad_input, grad_weight),
  * both of the broadcast shape; autograd sums grad_weight to weight's. */
 static tpu_status lower_prelu_backward(tpu_lowering* l) {
-  act a = act_of(l, 0);
+  act a = act_of(l);
   hlo_value g = arg(&a, 0), x = arg(&a, 1), positive = cmp_k(&a, "GT", x, 0);
   tpu_lower_set_output(l, 0, sel(&a, positive, g, mul(&a, arg(&a, 2), g)));
   tpu_lower_set_output(l, 1, sel(&a, positive, k(&a, 0), mul(&a, x, g)));

@@ -69,7 +69,8 @@ static hlo_value mse_grad(pointwise* p) {
 static hlo_value smooth_l1(pointwise* p) {
   double beta = margin(p);
   hlo_value z = hlo_unary(p->b, "abs", bin(p, "subtract", p->x, p->y));
-  hlo_value quad = bin(p, "divide", bin(p, "multiply", k(p, 0.5), bin(p, "multiply", z, z)), k(p, beta));
+  hlo_value half_square = bin(p, "multiply", k(p, 0.5), bin(p, "multiply", z, z));
+  hlo_value quad = bin(p, "divide", half_square, k(p, beta));
   return hlo_select(p->b, hlo_compare(p->b, "LT", z, k(p, beta)), quad,
                     bin(p, "subtract", z, k(p, 0.5 * beta)));
 }
@@ -101,8 +102,8 @@ static hlo_value bce(pointwise* p) {
   hlo_value log_x = hlo_min_max(p->b, "maximum", hlo_unary(p->b, "log", p->x), floor, true);
   hlo_value log_rest = hlo_unary(p->b, "log_plus_one", hlo_unary(p->b, "negate", p->x));
   log_rest = hlo_min_max(p->b, "maximum", log_rest, floor, true);
-  hlo_value loss = bin(p, "subtract", bin(p, "multiply", bin(p, "subtract", p->y, k(p, 1)), log_rest),
-                       bin(p, "multiply", p->y, log_x));
+  hlo_value rest = bin(p, "multiply", bin(p, "subtract", p->y, k(p, 1)), log_rest);
+  hlo_value loss = bin(p, "subtract", rest, bin(p, "multiply", p->y, log_x));
   return weighted(p, loss);
 }
 /* (x - y) / max(x (1 - x), 1e-12), weighted. */
@@ -125,47 +126,48 @@ static const struct pointwise_loss {
     {"smooth_l1_loss", smooth_l1, smooth_l1_grad, 2, false},
 };
 
-/* name or name_backward: the forward reduces the elementwise loss; the
- * backward scales the elementwise gradient by grad_output (divided by
- * self's numel for mean). A forward rounds the elementwise loss to the
- * output dtype before reducing, as ATen computes it in that dtype. */
-static tpu_status lower_pointwise(tpu_lowering* l) {
+/* The table entry of name or name_backward. */
+static const struct pointwise_loss* find_pointwise(tpu_lowering* l, bool* out_backward) {
   const char* name = tpu_lower_op_name(l);
   const char* suffix = strstr(name, "_backward");
-  bool backward = suffix != NULL;
-  size_t base = backward ? (size_t)(suffix - name) : strlen(name);
-  const struct pointwise_loss* op = NULL;
+  size_t base = suffix ? (size_t)(suffix - name) : strlen(name);
+  *out_backward = suffix != NULL;
   for (size_t i = 0; i < sizeof pointwise_losses / sizeof pointwise_losses[0]; i++)
     if (strlen(pointwise_losses[i].name) == base && !strncmp(pointwise_losses[i].name, name, base))
-      op = &pointwise_losses[i];
-  if (!op) {
-    tpu_lower_fail(l, TPU_INTERNAL, "aten::%s is registered but missing from its loss table", name);
-    return NULL;
-  }
+      return &pointwise_losses[i];
+  tpu_lower_fail(l, TPU_INTERNAL, "aten::%s is registered but missing from its loss table", name);
+  return NULL;
+}
+
+/* A forward reduces the elementwise loss, rounded to the output dtype
+ * first as ATen computes it in that dtype; a backward scales the
+ * elementwise gradient by grad_output (divided by self's numel for mean). */
+static tpu_status lower_pointwise(tpu_lowering* l) {
+  bool backward;
+  const struct pointwise_loss* op = find_pointwise(l, &backward);
+  if (!op) return NULL;
   int self = backward ? 1 : 0;
   int operands[4] = {0, 1, 2, 3}, count = self + 2;
   if (op->weighted && !tpu_lower_is_none(l, self + 2)) count++;
   tpu_dtype out = tpu_lower_output_type(l, 0).dtype;
-  pointwise p = {l, tpu_lower_builder(l), tpu_lower_broadcast_type(l, operands, count, widened(out)),
-                 self, HLO_INVALID, HLO_INVALID};
+  hlo_type type = tpu_lower_broadcast_type(l, operands, count, widened(out));
+  pointwise p = {l, tpu_lower_builder(l), type, self, HLO_INVALID, HLO_INVALID};
   p.x = tpu_lower_value_as(l, self, &p.type);
   p.y = tpu_lower_value_as(l, self + 1, &p.type);
   int64_t reduction = tpu_lower_int(l, self + op->reduction, REDUCTION_MEAN);
-  hlo_builder* b = p.b;
   if (backward) {
     hlo_value g = tpu_lower_value_as(l, 0, &p.type);
-    if (reduction == REDUCTION_MEAN) {
-      hlo_type in = tpu_lower_arg_type(l, self);
-      g = bin(&p, "divide", g, k(&p, (double)hlo_type_numel(&in)));
-    }
+    hlo_type in = tpu_lower_arg_type(l, self);
+    if (reduction == REDUCTION_MEAN) g = bin(&p, "divide", g, k(&p, (double)hlo_type_numel(&in)));
     tpu_lower_set_output(l, 0, bin(&p, "multiply", op->grad(&p), g));
     return NULL;
   }
+  hlo_builder* b = p.b;
   hlo_value loss = op->loss(&p);
   if (reduction != REDUCTION_NONE) {
     loss = sum_all(b, hlo_convert(b, hlo_convert(b, loss, out), p.type.dtype));
-    if (reduction == REDUCTION_MEAN)
-      loss = hlo_binary(b, "divide", loss, hlo_constant(b, p.type.dtype, (double)hlo_type_numel(&p.type)));
+    hlo_value numel = hlo_constant(b, p.type.dtype, (double)hlo_type_numel(&p.type));
+    if (reduction == REDUCTION_MEAN) loss = hlo_binary(b, "divide", loss, numel);
   }
   tpu_lower_set_output(l, 0, loss);
   return NULL;
