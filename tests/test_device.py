@@ -225,3 +225,11 @@ def test_ops_from_several_threads_at_once():
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_many_distinct_runtime_scalars_in_one_call():
+    # 200 views at different offsets: one runtime offset each, more distinct
+    # values than the device-side scalar cache has slots.
+    big = torch.randn(30000)
+    views = [big.to("tpu")[i:i + 1] for i in range(0, 2000, 10)]
+    assert torch.equal(torch.cat(views).cpu(), torch.cat([big[i:i + 1] for i in range(0, 2000, 10)]))

@@ -274,15 +274,16 @@ static tpu_status param_buffer(const tpu_op_call* call, const param_source* p,
       *out_buffer = t->buffer->pjrt;
       return NULL;
     case PARAM_OFFSET:
-      return runtime_scalar_buffer(call->device, TPU_I64, &t->offset, out_buffer);
+      return runtime_scalar_buffer(call->device, TPU_I64, &t->offset, out_buffer, out_owned);
     case PARAM_SCALAR: {
       const tpu_arg* a = &call->args[p->ref.arg];
-      if (a->u.scalar.type == TPU_F64) return runtime_scalar_buffer(call->device, TPU_F64, &a->u.scalar.f, out_buffer);
+      if (a->u.scalar.type == TPU_F64)
+        return runtime_scalar_buffer(call->device, TPU_F64, &a->u.scalar.f, out_buffer, out_owned);
       if (a->u.scalar.type == TPU_BOOL) {
         unsigned char b = a->u.scalar.i != 0;
-        return runtime_scalar_buffer(call->device, TPU_BOOL, &b, out_buffer);
+        return runtime_scalar_buffer(call->device, TPU_BOOL, &b, out_buffer, out_owned);
       }
-      return runtime_scalar_buffer(call->device, TPU_I64, &a->u.scalar.i, out_buffer);
+      return runtime_scalar_buffer(call->device, TPU_I64, &a->u.scalar.i, out_buffer, out_owned);
     }
     case PARAM_SCALAR_LIST: {
       const tpu_arg* a = &call->args[p->ref.arg];

@@ -116,7 +116,8 @@ void tpu_memory_reset_peak(int device) {
 /* ---- scalar buffers ---- */
 
 tpu_status runtime_scalar_buffer(int device, tpu_dtype dtype, const void* bits,
-                                 struct PJRT_Buffer** out_buffer) {
+                                 struct PJRT_Buffer** out_buffer, struct PJRT_Buffer** out_owned) {
+  *out_owned = NULL;
   size_t size = tpu_dtype_size(dtype);
   uint64_t h = 1469598103934665603ull ^ (uint64_t)dtype ^ ((uint64_t)device << 8);
   for (size_t i = 0; i < size; i++) h = (h ^ ((const unsigned char*)bits)[i]) * 1099511628211ull;
@@ -130,14 +131,15 @@ tpu_status runtime_scalar_buffer(int device, tpu_dtype dtype, const void* bits,
   TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_from_host(pjrt, device, dtype, NULL, 0, bits, &made));
   tpu_counter_add(TPU_COUNTER_TRANSFER_TO_DEVICE, 1);
   tpu_counter_add(TPU_COUNTER_BYTES_TO_DEVICE, (int64_t)size);
-  /* The evicted buffer may still feed an enqueued program; PJRT keeps its
-   * memory alive until that program is done. */
-  tpu_pjrt_buffer_destroy(pjrt, slot->buffer);
+  *out_buffer = made;
+  if (slot->buffer) {
+    *out_owned = made;
+    return NULL;
+  }
   slot->buffer = made;
   slot->device = device;
   slot->dtype = dtype;
   memcpy(slot->bits, bits, size);
-  *out_buffer = made;
   return NULL;
 }
 

@@ -24,10 +24,13 @@ void runtime_lock(void);
 void runtime_unlock(void);
 tpu_pjrt* runtime_pjrt(void); /* NULL before tpu_runtime_init */
 
-/* A cached 0-d device buffer holding `bits` as `dtype` (scalars, offsets);
- * owned by the runtime. Call with the lock held. */
+/* A 0-d device buffer holding `bits` as `dtype` (scalars, offsets): a
+ * cached one owned by the runtime, or, when its cache slot holds another
+ * value, a new one handed back through out_owned too (the caller destroys
+ * it after the program is enqueued; evicting the slot could free a buffer
+ * an earlier argument of the same call still uses). Lock held. */
 tpu_status runtime_scalar_buffer(int device, tpu_dtype dtype, const void* bits,
-                                 struct PJRT_Buffer** out_buffer);
+                                 struct PJRT_Buffer** out_buffer, struct PJRT_Buffer** out_owned);
 
 /* The buffer's PJRT storage, made of zeros as `dtype` if never written.
  * Call with the lock held. */

@@ -1,7 +1,242 @@
-/* attention lowerings. */
+/* Attention. scaled_dot_product_attention is composite for our device: its
+ * math form reaches us as bmm, _softmax (or _safe_softmax's pieces), where,
+ * tril and, with dropout_p > 0, native_dropout, all lowered elsewhere. Its
+ * fused forms return host integers and RNG seeds the boxed fallback cannot
+ * carry, so the math form is the one we run (fused mode joins its ops into
+ * one program). This file adds what that path lacks, dropout's backward,
+ * and the inference fast paths of nn.MultiheadAttention and
+ * nn.TransformerEncoderLayer, each one program. */
+#include "hlo/elementwise_extra_ops.h"
+#include "hlo/reduce_extra_ops.h"
 #include "ops/families.h"
 
+static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
+
+/* native_dropout_backward(grad_output, mask, scale): grad * mask * scale,
+ * in float32 for float16/bfloat16 as PyTorch's opmath does. */
+static tpu_status lower_native_dropout_backward(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
+  hlo_value grad = tpu_lower_value(l, 0, t);
+  hlo_type shape = *hlo_type_of(b, grad);
+  hlo_value kept = hlo_convert(b, tpu_lower_tensor(l, 1), t);
+  kept = hlo_broadcast_to(b, kept, shape.rank, shape.dims);
+  /* A product, not a select: an inf gradient where dropped gives NaN, as
+   * on the CPU. */
+  hlo_value masked = hlo_binary(b, "multiply", grad, kept);
+  hlo_value scale = hlo_constant_like(b, grad, tpu_lower_float(l, 2, 1));
+  tpu_lower_set_output(l, 0, hlo_binary(b, "multiply", masked, scale));
+  return NULL;
+}
+
+/* x [B, T, E] through rows [first, first + n) of a [*, E] linear layer:
+ * x w^T + bias, [B, T, n]. */
+static hlo_value project(hlo_builder* b, hlo_value x, hlo_value w, hlo_value bias, int64_t first,
+                         int64_t n) {
+  hlo_type wt = *hlo_type_of(b, w);
+  int64_t start[2] = {first, 0}, limit[2] = {first + n, wt.dims[1]}, step[2] = {1, 1};
+  int64_t x_contract = 2, w_contract = 1;
+  hlo_value y = hlo_dot_general(b, x, hlo_slice(b, w, start, limit, step), NULL, NULL, 0,
+                                &x_contract, &w_contract, 1, wt.dtype);
+  hlo_type yt = *hlo_type_of(b, y);
+  hlo_value bias_rows = hlo_slice(b, bias, start, limit, step);
+  int64_t last = 2;
+  return hlo_binary(b, "add", y, hlo_broadcast_in_dim(b, bias_rows, 3, yt.dims, &last));
+}
+
+/* [B, T, H * d] as [B, H, T, d], and back. */
+static hlo_value split_heads(hlo_builder* b, hlo_value x, int64_t heads) {
+  hlo_type t = *hlo_type_of(b, x);
+  int64_t dims[4] = {t.dims[0], t.dims[1], heads, t.dims[2] / heads};
+  static const int64_t swap[4] = {0, 2, 1, 3};
+  return hlo_transpose(b, hlo_reshape(b, x, 4, dims), swap);
+}
+
+static hlo_value merge_heads(hlo_builder* b, hlo_value x) {
+  static const int64_t swap[4] = {0, 2, 1, 3};
+  x = hlo_transpose(b, x, swap);
+  hlo_type t = *hlo_type_of(b, x);
+  int64_t dims[3] = {t.dims[0], t.dims[1], t.dims[2] * t.dims[3]};
+  return hlo_reshape(b, x, 3, dims);
+}
+
+/* Argument `index`, a mask where nonzero means "masked out", as a bool
+ * value broadcast to scores [B, H, T, S]: mask_type 0 is [T, S], 1 a key
+ * padding mask [B, S], 2 (or none) broadcasts as it is. */
+static hlo_value scores_mask(tpu_lowering* l, int index, int64_t mask_type,
+                             const hlo_type* scores) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value mask = hlo_convert(b, tpu_lower_tensor(l, index), TPU_BOOL);
+  if (mask_type == 1) {
+    static const int64_t batch_and_key[2] = {0, 3};
+    return hlo_broadcast_in_dim(b, mask, 4, scores->dims, batch_and_key);
+  }
+  return hlo_broadcast_to(b, mask, 4, scores->dims);
+}
+
+/* Softmax of scores [B, H, T, S] over the keys, shifted by the max. */
+static hlo_value softmax_keys(hlo_builder* b, hlo_value scores) {
+  hlo_type st = *hlo_type_of(b, scores);
+  static const int64_t keys = 3, rest[3] = {0, 1, 2};
+  hlo_value lowest = hlo_constant(b, st.dtype, -__builtin_inf());
+  hlo_value max = hlo_reduce_extreme(b, scores, lowest, true, &keys, 1);
+  max = hlo_broadcast_in_dim(b, max, 4, st.dims, rest);
+  hlo_value e = hlo_unary(b, "exponential", hlo_binary(b, "subtract", scores, max));
+  hlo_value sum = hlo_reduce(b, e, hlo_constant(b, st.dtype, 0), "add", &keys, 1);
+  return hlo_binary(b, "divide", e, hlo_broadcast_in_dim(b, sum, 4, st.dims, rest));
+}
+
+/* Where an attention block's arguments sit in an op's schema. */
+typedef struct block_args {
+  int embed;      /* embed_dim; num_head follows */
+  int qkv_weight; /* qkv_bias, proj_weight, proj_bias follow */
+  int mask;       /* mask_type is `mask_type` */
+  int mask_type;
+} block_args;
+
+/* embed_dim and num_head, checked against x [B, T, embed_dim]; false (with
+ * the error recorded) if they do not fit. */
+static bool block_heads(tpu_lowering* l, const block_args* a, const hlo_type* x,
+                        int64_t* out_embed, int64_t* out_heads) {
+  *out_embed = tpu_lower_int(l, a->embed, 0);
+  *out_heads = tpu_lower_int(l, a->embed + 1, 1);
+  if (x->rank == 3 && *out_heads > 0 && *out_embed % *out_heads == 0 && x->dims[2] == *out_embed)
+    return true;
+  tpu_lower_fail(l, TPU_INVALID_ARGUMENT,
+                 "aten::%s: embed_dim %lld, %lld heads for a %d-d input; expected [batch, seq, "
+                 "embed_dim] with embed_dim divisible by the heads",
+                 tpu_lower_op_name(l), (long long)*out_embed, (long long)*out_heads, x->rank);
+  return false;
+}
+
+/* nn.MultiheadAttention's computation as PyTorch's kernel does it: q, k, v
+ * projected with the packed weight, q scaled by 1/sqrt(head dim) after its
+ * bias, masked scores set to -inf (a fully masked row gives NaN), softmax,
+ * heads merged and projected out. *out_p gets the probabilities [B, H, T, S]. */
+static hlo_value attention_block(tpu_lowering* l, const block_args* a, int64_t embed,
+                                 int64_t heads, hlo_value query, hlo_value key, hlo_value value,
+                                 hlo_value* out_p) {
+  hlo_builder* b = tpu_lower_builder(l);
+  tpu_dtype t = hlo_type_of(b, query)->dtype;
+  hlo_value w = tpu_lower_value(l, a->qkv_weight, t);
+  hlo_value bias = tpu_lower_value(l, a->qkv_weight + 1, t);
+  hlo_value q = project(b, query, w, bias, 0, embed);
+  double scale = 1 / __builtin_sqrt((double)(embed / heads));
+  q = split_heads(b, hlo_binary(b, "multiply", q, hlo_constant_like(b, q, scale)), heads);
+  hlo_value k = split_heads(b, project(b, key, w, bias, embed, embed), heads);
+  hlo_value v = split_heads(b, project(b, value, w, bias, 2 * embed, embed), heads);
+  static const int64_t batch[2] = {0, 1}, last = 3, rows = 2;
+  hlo_value scores = hlo_dot_general(b, q, k, batch, batch, 2, &last, &last, 1, t);
+  if (tpu_lower_arg_kind(l, a->mask) == TPU_ARG_TENSOR) {
+    hlo_type st = *hlo_type_of(b, scores);
+    hlo_value masked = scores_mask(l, a->mask, tpu_lower_int(l, a->mask_type, 2), &st);
+    scores = hlo_select(b, masked, hlo_constant_like(b, scores, -__builtin_inf()), scores);
+  }
+  *out_p = softmax_keys(b, scores);
+  hlo_value context = hlo_dot_general(b, *out_p, v, batch, batch, 2, &last, &rows, 1, t);
+  context = merge_heads(b, context);
+  return project(b, context, tpu_lower_value(l, a->qkv_weight + 2, t),
+                 tpu_lower_value(l, a->qkv_weight + 3, t), 0, embed);
+}
+
+/* _native_multi_head_attention(query, key, value, embed_dim, num_head,
+ * qkv_weight, qkv_bias, proj_weight, proj_bias, mask, need_weights,
+ * average_attn_weights, mask_type) -> (out, weights): nn.MultiheadAttention
+ * without autograd. The weights are averaged over heads, per head, or empty
+ * without need_weights. */
+static tpu_status lower_multi_head_attention(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  static const block_args args = {3, 5, 9, 12};
+  hlo_type out = tpu_lower_output_type(l, 0);
+  tpu_dtype t = acc_type(out.dtype);
+  int64_t embed, heads;
+  if (!block_heads(l, &args, &out, &embed, &heads)) return NULL;
+  if (hlo_type_numel(&out) == 0) {
+    tpu_lower_set_output(l, 0, hlo_constant(b, out.dtype, 0));
+    tpu_lower_set_output(l, 1, hlo_constant(b, out.dtype, 0));
+    return NULL;
+  }
+  hlo_value p;
+  hlo_value query = tpu_lower_value(l, 0, t), key = tpu_lower_value(l, 1, t);
+  hlo_value y = attention_block(l, &args, embed, heads, query, key, tpu_lower_value(l, 2, t), &p);
+  tpu_lower_set_output(l, 0, y);
+  if (tpu_lower_bool(l, 10, true) && tpu_lower_bool(l, 11, true)) {
+    static const int64_t head = 1;
+    p = hlo_reduce(b, p, hlo_constant(b, t, 0), "add", &head, 1);
+    p = hlo_binary(b, "divide", p, hlo_constant_like(b, p, (double)heads));
+  }
+  hlo_type wt = tpu_lower_output_type(l, 1);
+  tpu_lower_set_output(l, 1, hlo_type_numel(&wt) ? p : hlo_constant(b, wt.dtype, 0));
+  return NULL;
+}
+
+/* Layer norm of x [B, T, E] over E with the weight and bias at arguments
+ * `weight` and `weight + 1`. */
+static hlo_value layer_norm_last(tpu_lowering* l, hlo_value x, int weight, double eps) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type xt = *hlo_type_of(b, x);
+  static const int64_t last = 2, rest[2] = {0, 1};
+  hlo_value zero = hlo_constant(b, xt.dtype, 0);
+  hlo_value mean = hlo_reduce(b, x, zero, "add", &last, 1);
+  mean = hlo_binary(b, "divide", mean, hlo_constant_like(b, mean, (double)xt.dims[2]));
+  mean = hlo_broadcast_in_dim(b, mean, 3, xt.dims, rest);
+  hlo_value centered = hlo_binary(b, "subtract", x, mean);
+  hlo_value squares = hlo_binary(b, "multiply", centered, centered);
+  hlo_value var = hlo_reduce(b, squares, zero, "add", &last, 1);
+  var = hlo_binary(b, "divide", var, hlo_constant_like(b, var, (double)xt.dims[2]));
+  hlo_value rstd = hlo_unary(b, "rsqrt", hlo_binary(b, "add", var, hlo_constant_like(b, var, eps)));
+  rstd = hlo_broadcast_in_dim(b, rstd, 3, xt.dims, rest);
+  hlo_value y = hlo_binary(b, "multiply", centered, rstd);
+  hlo_value w = tpu_lower_value(l, weight, xt.dtype);
+  hlo_value shift = tpu_lower_value(l, weight + 1, xt.dtype);
+  y = hlo_binary(b, "multiply", y, hlo_broadcast_in_dim(b, w, 3, xt.dims, &last));
+  return hlo_binary(b, "add", y, hlo_broadcast_in_dim(b, shift, 3, xt.dims, &last));
+}
+
+/* _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight,
+ * qkv_bias, proj_weight, proj_bias, use_gelu, norm_first, eps,
+ * norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1,
+ * ffn_bias_1, ffn_weight_2, ffn_bias_2, mask, mask_type):
+ * nn.TransformerEncoderLayer without autograd. Each sublayer (self
+ * attention, then linear-activation-linear) adds to its input, with the
+ * layer norm before it (norm_first) or after the sum. */
+static tpu_status lower_transformer_encoder_layer(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  static const block_args args = {1, 3, 18, 19};
+  hlo_type out = tpu_lower_output_type(l, 0);
+  tpu_dtype t = acc_type(out.dtype);
+  int64_t embed, heads;
+  if (!block_heads(l, &args, &out, &embed, &heads)) return NULL;
+  if (hlo_type_numel(&out) == 0) {
+    tpu_lower_set_output(l, 0, hlo_constant(b, out.dtype, 0));
+    return NULL;
+  }
+  bool norm_first = tpu_lower_bool(l, 8, false);
+  double eps = tpu_lower_float(l, 9, 1e-5);
+  hlo_value x = tpu_lower_value(l, 0, t), p;
+  hlo_value h = norm_first ? layer_norm_last(l, x, 10, eps) : x;
+  x = hlo_binary(b, "add", x, attention_block(l, &args, embed, heads, h, h, h, &p));
+  if (!norm_first) x = layer_norm_last(l, x, 10, eps);
+  h = norm_first ? layer_norm_last(l, x, 12, eps) : x;
+  hlo_value w1 = tpu_lower_value(l, 14, t);
+  h = project(b, h, w1, tpu_lower_value(l, 15, t), 0, hlo_type_of(b, w1)->dims[0]);
+  if (tpu_lower_bool(l, 7, false)) { /* exact gelu: x * (1 + erf(x / sqrt 2)) / 2 */
+    hlo_value e = hlo_binary(b, "multiply", h, hlo_constant_like(b, h, 0.70710678118654752440));
+    e = hlo_binary(b, "add", hlo_erf(b, e), hlo_constant_like(b, e, 1));
+    h = hlo_binary(b, "multiply", hlo_binary(b, "multiply", h, hlo_constant_like(b, h, 0.5)), e);
+  } else {
+    h = hlo_binary(b, "maximum", h, hlo_constant_like(b, h, 0));
+  }
+  h = project(b, h, tpu_lower_value(l, 16, t), tpu_lower_value(l, 17, t), 0, embed);
+  x = hlo_binary(b, "add", x, h);
+  tpu_lower_set_output(l, 0, norm_first ? x : layer_norm_last(l, x, 12, eps));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
+    {"_native_multi_head_attention", lower_multi_head_attention, false},
+    {"_transformer_encoder_layer_fwd", lower_transformer_encoder_layer, false},
+    {"native_dropout_backward", lower_native_dropout_backward, false},
 };
 
 TPU_OP_FAMILY(tpu_ops_attention, entries);

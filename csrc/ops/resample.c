@@ -1,7 +1,240 @@
-/* resample lowerings. */
+/* Resampling and edge padding lowerings over the trailing 1-3 dims:
+ * upsample_nearest{1,2,3}d, _upsample_nearest_exact{1,2,3}d,
+ * upsample_{linear1d,bilinear2d,trilinear3d}, reflection_pad{1,2,3}d,
+ * replication_pad{1,2,3}d, and their backward ops.
+ *
+ * Each is separable: along every resampled dim an output position reads
+ * one input position (nearest, pads) or blends two (linear). The positions
+ * depend only on sizes and compile-time scales, so they are iota
+ * arithmetic that XLA folds to constants; the forward gathers slices at
+ * them and the backward adds gradient slices back at them. Index and
+ * weight arithmetic repeats PyTorch's CPU kernels' float rounding, so the
+ * same input positions are picked. */
+#include <string.h>
+
+#include "hlo/conv_ops.h"
 #include "ops/families.h"
 
+#define MAX_SPATIAL 3
+
+static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
+
+/* Where output positions along one dim read from: index (i64 [out]) and,
+ * for linear modes, a second index and the two weights ([out], dtype of
+ * the data). */
+typedef struct taps {
+  hlo_value index[2];
+  hlo_value weight[2];
+  int count;  /* 0 (the identity), 1 or 2 */
+} taps;
+
+typedef enum { NEAREST, NEAREST_EXACT, LINEAR, REFLECT, REPLICATE } resample_mode;
+
+/* Output positions 0..out-1 as a [out] value of dtype t. */
+static hlo_value positions(hlo_builder* b, int64_t out, tpu_dtype t) {
+  return hlo_iota(b, hlo_type_make(t, 1, &out), 0);
+}
+
+/* PyTorch's compute_scales_value: input per output step, from the user's
+ * scale factor when given, else from the sizes; in float. */
+static float scale_value(double scale, int64_t in, int64_t out) {
+  return scale > 0 ? (float)(1.0 / scale) : (float)in / (float)out;
+}
+
+/* floor of a float value as an index no larger than in - 1. */
+static hlo_value floor_index(hlo_builder* b, hlo_value real, int64_t in) {
+  hlo_value i = hlo_convert(b, hlo_unary(b, "floor", real), TPU_I64);
+  return hlo_binary_constant(b, "minimum", i, (double)(in - 1));
+}
+
+/* nearest: floor(o * scale) in float, with PyTorch's exact shortcuts for
+ * equal and doubled sizes; nearest-exact: floor((o + 0.5) * scale), which
+ * PyTorch multiplies in double and rounds to float: the double product is
+ * exact (below 2^28 positions), so one float multiply rounds the same. */
+static hlo_value nearest_index(hlo_builder* b, bool exact, int64_t in, int64_t out, double scale) {
+  float s = scale_value(scale, in, out);
+  if (exact) {
+    hlo_value o = positions(b, out, TPU_F32);
+    hlo_value centre = hlo_binary_constant(b, "add", o, 0.5);
+    return floor_index(b, hlo_binary_constant(b, "multiply", centre, (double)s), in);
+  }
+  hlo_value o = positions(b, out, TPU_I64);
+  if (out == in) return o;
+  if (out == 2 * in) return hlo_binary_constant(b, "divide", o, 2);
+  hlo_value of = hlo_convert(b, o, TPU_F32);
+  return floor_index(b, hlo_binary_constant(b, "multiply", of, (double)s), in);
+}
+
+/* Linear taps, computed in t (float32, or float64 for double data) as
+ * PyTorch's area_pixel_compute_* and guard_index_and_lambda do. */
+static taps linear_taps(hlo_builder* b, bool align_corners, int64_t in, int64_t out, double scale,
+                        tpu_dtype t) {
+  double s;
+  if (align_corners)
+    s = out <= 1 ? 0 : t == TPU_F64 ? (double)(in - 1) / (double)(out - 1)
+                                    : (double)((float)(in - 1) / (float)(out - 1));
+  else
+    s = t == TPU_F64 ? (scale > 0 ? 1.0 / scale : (double)in / (double)out)
+                     : (double)scale_value(scale, in, out);
+  hlo_value o = positions(b, out, t), real;
+  hlo_value zero = hlo_constant_like(b, o, 0), one = hlo_constant_like(b, o, 1);
+  if (align_corners) {
+    real = hlo_binary_constant(b, "multiply", o, s);
+  } else {
+    hlo_value centre = hlo_binary_constant(b, "add", o, 0.5);
+    real = hlo_binary_constant(b, "subtract", hlo_binary_constant(b, "multiply", centre, s), 0.5);
+    real = hlo_select(b, hlo_compare(b, "LT", real, zero), zero, real);
+  }
+  taps k = {{floor_index(b, real, in), HLO_INVALID}, {HLO_INVALID, HLO_INVALID}, 2};
+  hlo_value frac = hlo_binary(b, "subtract", real, hlo_convert(b, k.index[0], t));
+  k.weight[1] = hlo_binary(b, "minimum", hlo_binary(b, "maximum", frac, zero), one);
+  k.weight[0] = hlo_binary(b, "subtract", one, k.weight[1]);
+  hlo_value last = hlo_constant_like(b, k.index[0], (double)(in - 1));
+  hlo_value step = hlo_convert(b, hlo_compare(b, "LT", k.index[0], last), TPU_I64);
+  k.index[1] = hlo_binary(b, "add", k.index[0], step);
+  return k;
+}
+
+/* Edge padding: position o reads o - lo reflected about (reflect) or
+ * clamped to (replicate) the ends of [0, in). */
+static hlo_value pad_index(hlo_builder* b, bool reflect, int64_t in, int64_t out, int64_t lo) {
+  hlo_value o = positions(b, out, TPU_I64);
+  hlo_value j = hlo_binary_constant(b, "subtract", o, (double)lo);
+  hlo_value last = hlo_constant_like(b, o, (double)(in - 1));
+  if (reflect) {
+    hlo_value inner = hlo_unary(b, "abs", hlo_binary(b, "subtract", last, hlo_unary(b, "abs", j)));
+    return hlo_binary(b, "subtract", last, inner);
+  }
+  return hlo_binary(b, "minimum", hlo_binary_constant(b, "maximum", j, 0), last);
+}
+
+/* A [n] weight broadcast along dim d of shape t. */
+static hlo_value along(hlo_builder* b, hlo_value w, int d, const hlo_type* t) {
+  int64_t dim = d;
+  return hlo_broadcast_in_dim(b, w, t->rank, t->dims, &dim);
+}
+
+/* Forward along dim d: x's slices at the taps, blended by their weights. */
+static hlo_value gather_taps(hlo_builder* b, hlo_value x, int d, const taps* k) {
+  if (k->count == 0) return x;
+  hlo_value y = hlo_take(b, x, d, k->index[0]);
+  if (k->count == 1) return y;
+  hlo_type t = *hlo_type_of(b, y);
+  y = hlo_binary(b, "multiply", y, along(b, k->weight[0], d, &t));
+  hlo_value y1 = hlo_take(b, x, d, k->index[1]);
+  return hlo_binary(b, "add", y, hlo_binary(b, "multiply", y1, along(b, k->weight[1], d, &t)));
+}
+
+/* Backward along dim d (input size `in`): each gradient slice, weighted,
+ * added at its taps. */
+static hlo_value scatter_taps(hlo_builder* b, hlo_value g, int d, int64_t in, const taps* k) {
+  if (k->count == 0) return g;
+  hlo_type t = *hlo_type_of(b, g), target = t;
+  target.dims[d] = in;
+  hlo_value zeros =
+      hlo_broadcast_in_dim(b, hlo_constant(b, t.dtype, 0), target.rank, target.dims, NULL);
+  if (k->count == 1) return hlo_put_add(b, zeros, d, k->index[0], g);
+  hlo_value updates[2], indices[2];
+  for (int i = 0; i < 2; i++) {
+    updates[i] = hlo_binary(b, "multiply", g, along(b, k->weight[i], d, &t));
+    indices[i] = k->index[i];
+  }
+  return hlo_put_add(b, zeros, d, hlo_concatenate(b, indices, 2, 0),
+                     hlo_concatenate(b, updates, 2, d));
+}
+
+/* Forward: (self, output_size | padding, [align_corners,] scales...);
+ * upsample backward: (grad, output_size, input_size, [align_corners,]
+ * scales...); pad backward: (grad, self, padding). Sizes come from the
+ * types: `src` is the forward's input side, `dst` its output side. */
+static tpu_status lower_resample(tpu_lowering* l, resample_mode mode) {
+  hlo_builder* b = tpu_lower_builder(l);
+  const char* name = tpu_lower_op_name(l);
+  bool backward = strstr(name, "_backward") != NULL;
+  bool is_pad = mode == REFLECT || mode == REPLICATE, linear = mode == LINEAR;
+  hlo_type out = tpu_lower_output_type(l, 0);
+  hlo_type dst = backward ? tpu_lower_arg_type(l, 0) : out;
+  hlo_type src = backward ? out : tpu_lower_arg_type(l, 0);
+  int first_scale = (backward ? 3 : 2) + linear;
+  const int64_t* sizes;
+  int dims = tpu_lower_int_list(l, is_pad && backward ? 2 : 1, &sizes) / (is_pad ? 2 : 1);
+  if (dims < 1 || dims > MAX_SPATIAL || dims > src.rank) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: %d resampled dims for rank %d", name, dims,
+                   src.rank);
+    return NULL;
+  }
+  if (linear && !tpu_dtype_is_float(out.dtype)) {
+    tpu_lower_fail(l, TPU_UNIMPLEMENTED,
+                   "aten::%s: %s input is not supported on tpu; convert it to float", name,
+                   tpu_dtype_name(out.dtype));
+    return NULL;
+  }
+  tpu_dtype t = acc_type(out.dtype);
+  bool align_corners = linear && tpu_lower_bool(l, first_scale - 1, false);
+  taps k[MAX_SPATIAL];
+  for (int i = 0; i < dims; i++) {
+    int d = src.rank - dims + i;
+    int64_t in = src.dims[d], n = dst.dims[d];
+    double scale = is_pad ? 0 : tpu_lower_float(l, first_scale + i, 0);
+    k[i].count = 1;
+    if (linear && in == n)
+      k[i].count = 0;
+    else if (linear)
+      k[i] = linear_taps(b, align_corners, in, n, scale, t);
+    else if (is_pad) /* pads are listed from the last dim */
+      k[i].index[0] = pad_index(b, mode == REFLECT, in, n, sizes[2 * (dims - 1 - i)]);
+    else
+      k[i].index[0] = nearest_index(b, mode == NEAREST_EXACT, in, n, scale);
+  }
+  hlo_value x = backward || linear ? tpu_lower_value(l, 0, t) : tpu_lower_tensor(l, 0);
+  /* The forward blends from the last dim in, as PyTorch does; the backward
+   * undoes it from the first. */
+  for (int j = 0; j < dims; j++) {
+    int i = backward ? j : dims - 1 - j;
+    int d = src.rank - dims + i;
+    x = backward ? scatter_taps(b, x, d, src.dims[d], &k[i]) : gather_taps(b, x, d, &k[i]);
+  }
+  tpu_lower_set_output(l, 0, x);
+  return NULL;
+}
+
+static tpu_status lower_nearest(tpu_lowering* l) { return lower_resample(l, NEAREST); }
+static tpu_status lower_nearest_exact(tpu_lowering* l) { return lower_resample(l, NEAREST_EXACT); }
+static tpu_status lower_linear(tpu_lowering* l) { return lower_resample(l, LINEAR); }
+static tpu_status lower_reflect(tpu_lowering* l) { return lower_resample(l, REFLECT); }
+static tpu_status lower_replicate(tpu_lowering* l) { return lower_resample(l, REPLICATE); }
+
 static const tpu_op_entry entries[] = {
+    {"_upsample_nearest_exact1d", lower_nearest_exact, false},
+    {"_upsample_nearest_exact1d_backward", lower_nearest_exact, false},
+    {"_upsample_nearest_exact2d", lower_nearest_exact, false},
+    {"_upsample_nearest_exact2d_backward", lower_nearest_exact, false},
+    {"_upsample_nearest_exact3d", lower_nearest_exact, false},
+    {"_upsample_nearest_exact3d_backward", lower_nearest_exact, false},
+    {"reflection_pad1d", lower_reflect, false},
+    {"reflection_pad1d_backward", lower_reflect, false},
+    {"reflection_pad2d", lower_reflect, false},
+    {"reflection_pad2d_backward", lower_reflect, false},
+    {"reflection_pad3d", lower_reflect, false},
+    {"reflection_pad3d_backward", lower_reflect, false},
+    {"replication_pad1d", lower_replicate, false},
+    {"replication_pad1d_backward", lower_replicate, false},
+    {"replication_pad2d", lower_replicate, false},
+    {"replication_pad2d_backward", lower_replicate, false},
+    {"replication_pad3d", lower_replicate, false},
+    {"replication_pad3d_backward", lower_replicate, false},
+    {"upsample_bilinear2d", lower_linear, false},
+    {"upsample_bilinear2d_backward", lower_linear, false},
+    {"upsample_linear1d", lower_linear, false},
+    {"upsample_linear1d_backward", lower_linear, false},
+    {"upsample_nearest1d", lower_nearest, false},
+    {"upsample_nearest1d_backward", lower_nearest, false},
+    {"upsample_nearest2d", lower_nearest, false},
+    {"upsample_nearest2d_backward", lower_nearest, false},
+    {"upsample_nearest3d", lower_nearest, false},
+    {"upsample_nearest3d_backward", lower_nearest, false},
+    {"upsample_trilinear3d", lower_linear, false},
+    {"upsample_trilinear3d_backward", lower_linear, false},
 };
 
 TPU_OP_FAMILY(tpu_ops_resample, entries);

@@ -1,7 +1,109 @@
-/* sort lowerings. */
+/* Sorting: sort (argsort and msort are composite over it), topk and
+ * kthvalue along a dim. Each sorts values with their int64 positions,
+ * stably, with NaN above every number as PyTorch orders it; their
+ * backwards are scatters that indexing.c lowers. */
+#include <string.h>
+
+#include "hlo/sort_ops.h"
 #include "ops/families.h"
 
+/* The sorted values and indices of tensor argument 0 along `dim` (wrapped;
+ * a 0-d tensor is sorted as one element). */
+static void sort_arg(tpu_lowering* l, int64_t dim, bool descending, int* out_dim,
+                     hlo_value* out_values, hlo_value* out_indices) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  hlo_type t = *hlo_type_of(b, x);
+  if (t.rank == 0) {
+    t.rank = 1;
+    t.dims[0] = 1;
+    x = hlo_reshape(b, x, 1, t.dims);
+  }
+  if (dim < -t.rank || dim >= t.rank) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: dim %lld is out of range for a %d-d tensor",
+                   tpu_lower_op_name(l), (long long)dim, t.rank);
+    dim = 0;
+  }
+  *out_dim = (int)(dim < 0 ? dim + t.rank : dim);
+  t.dtype = TPU_I64;
+  hlo_value pair[2] = {x, hlo_iota(b, t, *out_dim)}, sorted[2];
+  hlo_sort(b, pair, 2, *out_dim, descending, sorted);
+  *out_values = sorted[0];
+  *out_indices = sorted[1];
+}
+
+/* x[..., start:start + length, ...] along dim. */
+static hlo_value take_along(hlo_builder* b, hlo_value x, int dim, int64_t start, int64_t length) {
+  hlo_type t = *hlo_type_of(b, x);
+  int64_t starts[TPU_MAX_RANK] = {0}, strides[TPU_MAX_RANK];
+  for (int d = 0; d < t.rank; d++) strides[d] = 1;
+  starts[dim] = start;
+  t.dims[dim] = start + length;
+  return hlo_slice(b, x, starts, t.dims, strides);
+}
+
+static void put_pair(tpu_lowering* l, hlo_value values, hlo_value indices) {
+  tpu_lower_set_output(l, 0, values);
+  tpu_lower_set_output(l, 1, indices);
+}
+
+/* Sets zero outputs when there is nothing to sort (or to keep); true then. */
+static bool put_if_empty(tpu_lowering* l) {
+  hlo_type x = tpu_lower_arg_type(l, 0), v = tpu_lower_output_type(l, 0);
+  if (hlo_type_numel(&x) != 0 && hlo_type_numel(&v) != 0) return false;
+  hlo_builder* b = tpu_lower_builder(l);
+  put_pair(l, hlo_constant(b, v.dtype, 0), hlo_constant(b, TPU_I64, 0));
+  return true;
+}
+
+/* sort(self, dim, descending) and sort.stable(self, stable, dim,
+ * descending): always stable, which also satisfies stable=False. */
+static tpu_status lower_sort(tpu_lowering* l) {
+  if (put_if_empty(l)) return NULL;
+  int at = strstr(tpu_lower_overload(l), "stable") ? 2 : 1;
+  int dim;
+  hlo_value values, indices;
+  sort_arg(l, tpu_lower_int(l, at, -1), tpu_lower_bool(l, at + 1, false), &dim, &values, &indices);
+  put_pair(l, values, indices);
+  return NULL;
+}
+
+/* topk(self, k, dim, largest, sorted): the first k of a full sort, so
+ * always sorted; ties keep their original order. */
+static tpu_status lower_topk(tpu_lowering* l) {
+  if (put_if_empty(l)) return NULL;
+  hlo_builder* b = tpu_lower_builder(l);
+  int64_t k = tpu_lower_int(l, 1, 1);
+  int dim;
+  hlo_value values, indices;
+  sort_arg(l, tpu_lower_int(l, 2, -1), tpu_lower_bool(l, 3, true), &dim, &values, &indices);
+  put_pair(l, take_along(b, values, dim, 0, k), take_along(b, indices, dim, 0, k));
+  return NULL;
+}
+
+/* kthvalue(self, k, dim, keepdim): the k-th smallest (1-based). */
+static tpu_status lower_kthvalue(tpu_lowering* l) {
+  if (put_if_empty(l)) return NULL;
+  hlo_builder* b = tpu_lower_builder(l);
+  int64_t k = tpu_lower_int(l, 1, 1);
+  int dim;
+  hlo_value values, indices;
+  sort_arg(l, tpu_lower_int(l, 2, -1), false, &dim, &values, &indices);
+  int64_t n = hlo_type_of(b, values)->dims[dim];
+  if (k < 1 || k > n) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT,
+                   "aten::kthvalue: k = %lld is out of range for %lld values", (long long)k,
+                   (long long)n);
+    return NULL;
+  }
+  put_pair(l, take_along(b, values, dim, k - 1, 1), take_along(b, indices, dim, k - 1, 1));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
+    {"kthvalue", lower_kthvalue, false},
+    {"sort", lower_sort, false},
+    {"topk", lower_topk, false},
 };
 
 TPU_OP_FAMILY(tpu_ops_sort, entries);

@@ -10,6 +10,7 @@
 
 #include <c10/util/SmallVector.h>
 
+#include <cstring>
 #include <sstream>
 
 #include "bridge.h"
@@ -24,6 +25,24 @@ bool is_out_argument(const c10::Argument& a) {
 }
 
 bool is_mutable(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
+
+// Whether the op writes argument i: a mutable argument, or the running
+// stats of native_batch_norm in training, which its schema does not mark.
+bool writes_argument(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> inputs, size_t i) {
+  if (is_mutable(schema.arguments()[i])) return true;
+  return schema.name() == "aten::native_batch_norm" && (i == 3 || i == 4) && inputs[5].toBool();
+}
+
+// Whether return j is absent (None): backward ops skip the gradients their
+// output_mask turns off.
+bool return_absent(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> inputs, size_t j) {
+  for (size_t i = 0; i < schema.arguments().size(); i++)
+    if (schema.arguments()[i].name() == "output_mask") {
+      auto mask = inputs[i].toListRef();
+      return j < mask.size() && !mask[j].toBool();
+    }
+  return false;
+}
 
 c10::TypeKind kind_of(const c10::Argument& a) {
   c10::TypePtr type = a.real_type();
@@ -113,6 +132,16 @@ struct CallArgs {
       const at::Tensor& t = v.toTensor();
       if (!t.defined()) return a;
       if (t.device().type() != kTpu && t.unsafeGetTensorImpl()->is_wrapped_number()) return scalar(t.item());
+      // foreach ops take per-tensor values also as a 1-d CPU `Tensor scalars`.
+      if (t.device().type() == c10::kCPU && t.dim() == 1 && std::strncmp(op, "aten::_foreach_", 15) == 0) {
+        auto& list = add(float_lists);
+        at::Tensor values = t.to(at::kDouble).contiguous();
+        list.assign(values.data_ptr<double>(), values.data_ptr<double>() + values.numel());
+        a.kind = TPU_ARG_SCALAR_LIST;
+        a.u.floats.items = list.data();
+        a.u.floats.count = static_cast<int>(list.size());
+        return a;
+      }
       a.kind = TPU_ARG_TENSOR;
       a.u.tensor = device_tensor(t, false);
       return a;
@@ -222,11 +251,12 @@ std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayR
   std::vector<at::Tensor> outputs;
   for (size_t i = 0; i < arguments.size(); i++) {
     meta.push_back(to_meta(arguments[i], inputs[i]));
-    if (is_mutable(arguments[i])) for_each_tensor(meta.back(), [&](const at::Tensor& t) { outputs.push_back(t); });
+    if (writes_argument(schema, inputs, i))
+      for_each_tensor(meta.back(), [&](const at::Tensor& t) { outputs.push_back(t); });
   }
   op.callBoxed(&meta);  // out= stand-ins are resized in place
   for (size_t j = 0; j < schema.returns().size(); j++) {
-    if (schema.returns()[j].alias_info()) continue;
+    if (schema.returns()[j].alias_info() || return_absent(schema, inputs, j)) continue;
     const c10::IValue& v = meta[j];
     TORCH_CHECK_NOT_IMPLEMENTED(v.isTensor() || v.isTensorList(), "aten::", schema.name(), ": returns a ",
                                 v.tagKind(), ", which the tpu fallback does not support");
@@ -242,15 +272,19 @@ void push_returns(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> 
   c10::SmallVector<c10::IValue, 2> mutated;
   for (size_t i = 0; i < schema.arguments().size(); i++)
     if (is_mutable(schema.arguments()[i])) mutated.push_back(inputs[i]);
+  const auto& rs = schema.returns();
   size_t single = 0;
-  for (const auto& r : schema.returns())
-    if (!r.alias_info() && r.type()->kind() == c10::TypeKind::TensorType) single++;
+  for (size_t j = 0; j < rs.size(); j++)
+    if (!rs[j].alias_info() && rs[j].type()->kind() == c10::TypeKind::TensorType && !return_absent(schema, inputs, j))
+      single++;
   size_t next_mutated = 0, next_fresh = 0;
   torch::jit::Stack returns;
-  for (const auto& r : schema.returns()) {
-    if (r.alias_info()) {
+  for (size_t j = 0; j < rs.size(); j++) {
+    if (rs[j].alias_info()) {
       returns.push_back(mutated[next_mutated++]);
-    } else if (r.type()->kind() == c10::TypeKind::TensorType) {
+    } else if (return_absent(schema, inputs, j)) {
+      returns.emplace_back(at::Tensor());
+    } else if (rs[j].type()->kind() == c10::TypeKind::TensorType) {
       returns.emplace_back(std::move(fresh[next_fresh++]));
     } else {
       std::vector<at::Tensor> list;
@@ -312,7 +346,7 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   c10::SmallVector<at::Tensor, 2> targets;
   for (size_t i = 0; i < n; i++) {
     const c10::IValue& v = inputs[i];
-    if (is_mutable(arguments[i]))
+    if (writes_argument(schema, inputs, i))
       for_each_tensor(v, [&](const at::Tensor& t) {
         TORCH_CHECK(t.device().type() == kTpu, name, ": cannot write into a ", t.device(),
                     " tensor from a tpu op; pass a tpu tensor");

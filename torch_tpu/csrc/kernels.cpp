@@ -9,6 +9,7 @@
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -147,6 +148,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  // convolution's own kernels send other devices to convolution_overrideable,
+  // which has no meta kernel; these two do, so they go to the fallback.
+  m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
+  m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
+  // PyTorch's CompositeExplicitAutograd kernels of the _foreach_ ops loop
+  // over per-tensor ops and would win over the fallback; foreach ops with a
+  // lowering go to the fallback instead, one program per call.
+  for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (op.name.rfind("aten::_foreach_", 0) != 0 || !tpu_op_supported(op.name.c_str() + 6, op.overload_name.c_str()))
+      continue;
+    std::string name = op.name.substr(6) + (op.overload_name.empty() ? "" : "." + op.overload_name);
+    m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
+  }
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -1,0 +1,210 @@
+"""scaled_dot_product_attention on tpu against PyTorch's CPU results, forward
+and backward: causal, boolean and float masks, scale, grouped-query heads,
+fully masked rows, dtypes, seeded dropout (checked against the mask the
+same seed draws), native_dropout_backward; nn.MultiheadAttention training,
+and the inference fast paths of nn.MultiheadAttention and
+nn.TransformerEncoderLayer."""
+import copy
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(__file__))
+from parity import assert_close  # noqa: E402
+
+GRAD_TOL = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-7, 1e-7), torch.bfloat16: (3e-2, 3e-2)}
+
+
+def make(shape, dtype=torch.float32, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def check_attention(q, k, v, seed=9, **kwargs):
+    """SDPA on CPU and tpu (tensor kwargs moved along): output and the
+    gradients of q, k, v after one random upstream gradient."""
+    def run(device):
+        leaves = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
+        kw = {n: a.to(device) if isinstance(a, torch.Tensor) else a for n, a in kwargs.items()}
+        return leaves, F.scaled_dot_product_attention(*leaves, **kw)
+    cpu, expected = run("cpu")
+    dev, actual = run("tpu")
+    assert_close(actual, expected)
+    g = make(expected.shape, expected.dtype, seed)
+    expected.backward(g)
+    actual.backward(g.to("tpu"))
+    for c, d in zip(cpu, dev):
+        assert_close(d.grad, c.grad, *GRAD_TOL[c.dtype])
+
+
+Q, K, V = make((2, 3, 5, 8), seed=1), make((2, 3, 7, 8), seed=2), make((2, 3, 7, 4), seed=3)
+MASKS = {
+    "none": {},
+    "causal": {"is_causal": True},
+    "bool": {"attn_mask": make((5, 7), seed=4) > -0.5},
+    "bool_per_head": {"attn_mask": make((2, 3, 5, 7), seed=4) > -0.5},
+    "float": {"attn_mask": make((2, 1, 5, 7), seed=5)},
+    "scale": {"scale": 0.3},
+    "causal_scale": {"is_causal": True, "scale": 2.0},
+}
+
+
+@pytest.mark.parametrize("name", sorted(MASKS))
+def test_sdpa(name):
+    check_attention(Q, K, V, **MASKS[name])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("name", ["none", "causal", "bool"])
+def test_sdpa_dtypes(dtype, name):
+    check_attention(Q.to(dtype), K.to(dtype), V.to(dtype), **MASKS[name])
+
+
+def test_sdpa_float_mask_dtype_matches():
+    check_attention(Q.double(), K.double(), V.double(), attn_mask=make((5, 7), torch.float64))
+
+
+def test_sdpa_grouped_query():
+    check_attention(make((2, 6, 5, 8), seed=6), K, V, enable_gqa=True)
+    check_attention(make((2, 6, 5, 8), seed=6), K, V, enable_gqa=True, is_causal=True)
+
+
+def test_sdpa_shapes():
+    check_attention(make((5, 8)), make((6, 8), seed=1), make((6, 3), seed=2))  # no batch
+    check_attention(make((1, 1, 1, 4)), make((1, 1, 1, 4), seed=1), make((1, 1, 1, 4), seed=2))
+    # Non-contiguous: heads split out of a (batch, seq, heads * dim) projection.
+    x = make((2, 5, 3 * 8), seed=3)
+    check_attention(x.view(2, 5, 3, 8).transpose(1, 2), K[:, :, :5], V[:, :, :5], is_causal=True)
+
+
+def test_sdpa_fully_masked_row():
+    """A query that sees no key gives zeros (PyTorch's safe softmax)."""
+    mask = torch.ones(5, 7, dtype=torch.bool)
+    mask[2] = False
+    check_attention(Q, K, V, attn_mask=mask)
+
+
+def test_sdpa_dropout_seeded():
+    """dropout_p > 0: the same seed draws the same mask, and the result is
+    attention with that mask applied to the weights (drawn the same way as
+    F.dropout on weights of that shape), forward and backward."""
+    p = 0.4
+    dev = [t.to("tpu").requires_grad_() for t in (Q, K, V)]
+    torch.manual_seed(123)
+    actual = F.scaled_dot_product_attention(*dev, dropout_p=p)
+    torch.manual_seed(123)
+    again = F.scaled_dot_product_attention(*[t.detach() for t in dev], dropout_p=p)
+    assert torch.equal(actual.cpu(), again.cpu())
+    torch.manual_seed(123)
+    keep = F.dropout(torch.ones(2, 3, 5, 7, device="tpu"), p).cpu()  # 0 or 1 / (1 - p)
+    assert 0 < (keep == 0).float().mean() < 1
+    cpu = [t.clone().requires_grad_() for t in (Q, K, V)]
+    weights = torch.softmax(cpu[0] @ cpu[1].transpose(-2, -1) / 8 ** 0.5, dim=-1)
+    expected = (weights * keep) @ cpu[2]
+    assert_close(actual, expected)
+    g = make(expected.shape, seed=9)
+    expected.backward(g)
+    actual.backward(g.to("tpu"))
+    for c, d in zip(cpu, dev):
+        assert_close(d.grad, c.grad, *GRAD_TOL[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_native_dropout_backward(dtype):
+    grad = make((4, 6), dtype)
+    mask = make((4, 6), seed=1) > 0
+    expected = torch.ops.aten.native_dropout_backward(grad, mask, 1.25)
+    actual = torch.ops.aten.native_dropout_backward(grad.to("tpu"), mask.to("tpu"), 1.25)
+    assert_close(actual, expected)
+
+
+def test_multihead_attention_module():
+    """Training path: SDPA's math form under autograd."""
+    torch.manual_seed(0)
+    cpu = nn.MultiheadAttention(8, 2, batch_first=True)
+    dev = copy.deepcopy(cpu).to("tpu")
+    x = make((2, 5, 8))
+    mask = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+    out_c, weights_c = cpu(x, x, x, attn_mask=mask)
+    out_d, weights_d = dev(*[x.to("tpu")] * 3, attn_mask=mask.to("tpu"))
+    assert_close(out_d, out_c)
+    assert_close(weights_d, weights_c)
+    g = make(out_c.shape, seed=1)
+    out_c.backward(g), out_d.backward(g.to("tpu"))
+    assert_close(dev.in_proj_weight.grad, cpu.in_proj_weight.grad, *GRAD_TOL[torch.float32])
+
+
+MHA_MASKS = {
+    "none": {},
+    "causal": {"attn_mask": torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)},
+    "key_padding": {"key_padding_mask": torch.tensor([[False] * 4 + [True], [False] * 5])},
+    "both": {"attn_mask": torch.triu(torch.ones(5, 5, dtype=torch.bool), 1),
+             "key_padding_mask": torch.tensor([[False] * 3 + [True] * 2, [False] * 5])},
+}
+
+
+@pytest.mark.parametrize("name", sorted(MHA_MASKS))
+@pytest.mark.parametrize("weights", ["none", "average", "per_head"])
+def test_multihead_attention_inference(name, weights):
+    """Evaluation without autograd takes PyTorch's fast path,
+    _native_multi_head_attention, one program here."""
+    torch.manual_seed(0)
+    cpu = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    nn.init.normal_(cpu.in_proj_bias), nn.init.normal_(cpu.out_proj.bias)
+    dev = copy.deepcopy(cpu).to("tpu")
+    x = make((2, 5, 8))
+    kwargs = {"need_weights": weights != "none", "average_attn_weights": weights == "average"}
+    with torch.no_grad():
+        out_c, weights_c = cpu(x, x, x, **kwargs, **MHA_MASKS[name])
+        out_d, weights_d = dev(*[x.to("tpu")] * 3, **kwargs,
+                               **{n: m.to("tpu") for n, m in MHA_MASKS[name].items()})
+    assert_close(out_d, out_c, 1e-5, 1e-5)
+    if weights_c is not None:
+        assert_close(weights_d, weights_c)
+
+
+@pytest.mark.parametrize("mask_type", [None, 0, 1, 2])
+def test_native_multi_head_attention_aten(mask_type):
+    """Separate key and value inputs, each mask layout, float masks read as
+    "nonzero is masked"."""
+    q, k, v = make((2, 5, 8)), make((2, 5, 8), seed=1), make((2, 5, 8), seed=2)
+    params = [make((24, 8), seed=3), make(24, seed=4), make((8, 8), seed=5), make(8, seed=6)]
+    mask = {None: None, 0: make((5, 5), seed=7) > 0.5, 1: make((2, 5), seed=7) > 0.8,
+            2: (make((2, 2, 5, 5), seed=7) > 0.5).float() * -1e4}[mask_type]
+    args = [q, k, v, 8, 2, *params, mask, True, mask_type is None, mask_type]
+    expected = torch.ops.aten._native_multi_head_attention(*args)
+    actual = torch.ops.aten._native_multi_head_attention(
+        *[a.to("tpu") if isinstance(a, torch.Tensor) else a for a in args])
+    assert_close(actual[0], expected[0], 1e-5, 1e-5)
+    assert_close(actual[1], expected[1])
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_encoder_layer_inference(activation, norm_first):
+    """Evaluation without autograd takes _transformer_encoder_layer_fwd."""
+    torch.manual_seed(0)
+    cpu = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, activation=activation,
+                                     norm_first=norm_first).eval()
+    dev = copy.deepcopy(cpu).to("tpu")
+    x = make((2, 5, 8))
+    causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+    with torch.no_grad():
+        assert_close(dev(x.to("tpu")), cpu(x), 1e-5, 1e-5)
+        assert_close(dev(x.to("tpu"), src_mask=causal.to("tpu")), cpu(x, src_mask=causal), 1e-5, 1e-5)
+
+
+def test_transformer_encoder_inference_with_padding():
+    """A key padding mask (nested tensors off: tpu has none)."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    cpu = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    dev = copy.deepcopy(cpu).to("tpu")
+    x = make((2, 5, 8))
+    padding = torch.tensor([[False] * 3 + [True] * 2, [False] * 5])
+    with torch.no_grad():
+        assert_close(dev(x.to("tpu"), src_key_padding_mask=padding.to("tpu")),
+                     cpu(x, src_key_padding_mask=padding), 1e-5, 1e-5)

@@ -1,0 +1,209 @@
+"""Convolutions on tpu against PyTorch's CPU results, forward and backward
+(input, weight and bias gradients): conv1d/2d/3d with stride, padding
+(ints, "same", "valid"), dilation, groups (depthwise too) and bias or not;
+conv_transpose1d/2d with stride, padding, output_padding, dilation and
+groups; float32, float64, bfloat16, float16; batch 1, odd and empty
+batches, channels_last and non-contiguous inputs, frozen inputs or weights
+(convolution_backward's output_mask), and the nn modules.
+
+Float32 tolerances are rtol 1e-4 / atol 1e-4: XLA's CPU convolution sums
+in another order than PyTorch's CPU kernels, over up to a few hundred
+terms per output. bfloat16/float16 use parity's defaults with atol scaled
+the same way (both sides accumulate in float32 and round once)."""
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(__file__))
+from parity import assert_close  # noqa: E402
+
+F32 = dict(rtol=1e-4, atol=1e-4)
+TOL = {torch.float32: F32, torch.float64: {}, torch.bfloat16: dict(rtol=2e-2, atol=5e-2),
+       torch.float16: dict(rtol=2e-3, atol=5e-3)}
+
+
+def randn(shape, dtype=torch.float32, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def check_grad(fn, inputs, rtol=None, atol=None, needs_grad=None):
+    """fn(*inputs) on CPU and on tpu, then the gradients of the inputs that
+    need them (all floating ones unless `needs_grad` says) for a random
+    upstream gradient of fn's first result. fn may return a tuple (its
+    other results are compared, not differentiated)."""
+    if needs_grad is None:
+        needs_grad = [x.is_floating_point() for x in inputs]
+    cpu = [x.detach().clone().requires_grad_(g) for x, g in zip(inputs, needs_grad)]
+    dev = [x.detach().to("tpu").requires_grad_(g) for x, g in zip(inputs, needs_grad)]
+    expected, actual = fn(*cpu), fn(*dev)
+    assert_close(actual, expected, rtol, atol)
+    if isinstance(expected, tuple):
+        expected, actual = expected[0], actual[0]
+    if not any(needs_grad):
+        return
+    g = randn(expected.shape, seed=9).to(expected.dtype)
+    expected.backward(g)
+    actual.backward(g.to("tpu"))
+    for c, d in zip(cpu, dev):
+        if c.requires_grad:
+            assert d.grad is not None, "tpu gradient missing"
+            assert_close(d.grad, c.grad, rtol, atol)
+
+
+# ---- conv2d ----
+
+# (stride, padding, dilation, groups, bias)
+CONV2D_OPTIONS = [
+    (1, 0, 1, 1, True), (2, 1, 1, 1, False), (3, 1, 2, 1, True), ((2, 1), (1, 0), (1, 2), 1, True),
+    (1, 4, 1, 1, True),  # padding > kernel
+    (1, 1, 1, 2, True), (2, 1, 1, 3, False), (2, 1, 2, 6, False),  # groups, depthwise
+]
+
+
+@pytest.mark.parametrize("stride,padding,dilation,groups,bias", CONV2D_OPTIONS)
+def test_conv2d_options(stride, padding, dilation, groups, bias):
+    x, w = randn((2, 6, 9, 11)), randn((12, 6 // groups, 3, 3), seed=1)
+    inputs = [x, w] + ([randn((12,), seed=2)] if bias else [])
+    check_grad(lambda x, w, *b: F.conv2d(x, w, b[0] if b else None, stride, padding, dilation, groups),
+               inputs, **F32)
+
+
+@pytest.mark.parametrize("kernel,dilation", [((3, 3), 1), ((4, 2), 1), ((3, 4), 2)])
+def test_conv2d_same_padding(kernel, dilation):
+    x, w = randn((1, 3, 8, 7)), randn((4, 3) + kernel, seed=1)
+    check_grad(lambda x, w: F.conv2d(x, w, padding="same", dilation=dilation), [x, w], **F32)
+
+
+def test_conv2d_valid_padding_and_rectangular_kernel():
+    x, w, b = randn((3, 2, 10, 5)), randn((5, 2, 4, 2), seed=1), randn((5,), seed=2)
+    check_grad(lambda x, w, b: F.conv2d(x, w, b, stride=(3, 2), padding="valid"), [x, w, b], **F32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16])
+def test_conv2d_dtypes(dtype):
+    x, w, b = randn((2, 4, 7, 7), dtype), randn((6, 2, 3, 3), dtype, seed=1), randn((6,), dtype, seed=2)
+    check_grad(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2), [x, w, b], **TOL[dtype])
+
+
+def test_conv2d_integer():
+    x = torch.randint(-5, 6, (2, 3, 6, 5))
+    w = torch.randint(-3, 4, (4, 3, 3, 3))
+    check_grad(lambda x, w: F.conv2d(x, w, stride=2, padding=1), [x, w], rtol=0, atol=0)
+
+
+def test_conv2d_unbatched_batch_one_and_one_pixel():
+    check_grad(lambda x, w: F.conv2d(x, w, stride=2), [randn((3, 7, 6)), randn((2, 3, 3, 3), seed=1)], **F32)
+    check_grad(lambda x, w: F.conv2d(x, w), [randn((1, 3, 1, 1)), randn((2, 3, 1, 1), seed=1)], **F32)
+    check_grad(lambda x, w: F.conv2d(x, w, padding=1), [randn((1, 1, 3, 3)), randn((1, 1, 3, 3), seed=1)],
+               **F32)
+
+
+def test_conv2d_empty_batch():
+    x, w, b = randn((0, 3, 6, 6)), randn((4, 3, 3, 3), seed=1), randn((4,), seed=2)
+    check_grad(lambda x, w, b: F.conv2d(x, w, b, padding=1), [x, w, b], **F32)
+
+
+def test_conv2d_channels_last_and_strided_views():
+    x, w, b = randn((2, 4, 9, 8)), randn((6, 4, 3, 3), seed=1), randn((6,), seed=2)
+
+    def channels_last(x, w, b):
+        return F.conv2d(x.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last), b,
+                        padding=1)
+
+    check_grad(channels_last, [x, w, b], **F32)
+    check_grad(lambda x, w: F.conv2d(x.transpose(2, 3)[:, :, ::2], w.transpose(0, 1), stride=2),
+               [x, randn((4, 6, 3, 3), seed=3)], **F32)
+
+
+@pytest.mark.parametrize("needs_grad", [[False, True, True], [True, False, False], [True, True, False]])
+def test_conv2d_frozen_arguments(needs_grad):
+    """Only some gradients wanted: convolution_backward's output_mask."""
+    x, w, b = randn((2, 3, 7, 7)), randn((4, 3, 3, 3), seed=1), randn((4,), seed=2)
+    check_grad(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), [x, w, b], needs_grad=needs_grad,
+               **F32)
+
+
+# ---- conv1d / conv3d ----
+
+@pytest.mark.parametrize("stride,padding,dilation,groups", [(2, 1, 1, 2), (3, 2, 2, 1), (1, "same", 2, 4)])
+def test_conv1d(stride, padding, dilation, groups):
+    x, w, b = randn((2, 4, 13)), randn((8, 4 // groups, 3), seed=1), randn((8,), seed=2)
+    check_grad(lambda x, w, b: F.conv1d(x, w, b, stride, padding, dilation, groups), [x, w, b], **F32)
+
+
+def test_conv3d():
+    x, w, b = randn((1, 2, 5, 6, 7)), randn((4, 2, 3, 2, 3), seed=1), randn((4,), seed=2)
+    check_grad(lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 2), padding=1), [x, w, b], **F32)
+
+
+# ---- conv_transpose ----
+
+# (stride, padding, output_padding, dilation, groups, bias)
+CONV_T_OPTIONS = [
+    (1, 0, 0, 1, 1, True), (2, 1, 1, 1, 1, True), (3, 2, 2, 1, 1, False), (2, 1, 0, 2, 1, True),
+    ((2, 3), (0, 1), (1, 2), (1, 2), 1, True), (1, 3, 0, 1, 1, False),  # padding > kernel: crops
+    (2, 1, 1, 1, 2, True), (1, 1, 0, 1, 6, False),  # groups, depthwise
+]
+
+
+@pytest.mark.parametrize("stride,padding,output_padding,dilation,groups,bias", CONV_T_OPTIONS)
+def test_conv_transpose2d_options(stride, padding, output_padding, dilation, groups, bias):
+    x, w = randn((2, 6, 5, 7)), randn((6, 4 // groups if groups < 6 else 1, 3, 3), seed=1)
+    out_channels = w.shape[1] * groups
+    inputs = [x, w] + ([randn((out_channels,), seed=2)] if bias else [])
+    check_grad(lambda x, w, *b: F.conv_transpose2d(x, w, b[0] if b else None, stride, padding, output_padding,
+                                                   groups, dilation), inputs, **F32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_conv_transpose2d_dtypes(dtype):
+    x, w, b = randn((1, 4, 4, 5), dtype), randn((4, 3, 3, 3), dtype, seed=1), randn((3,), dtype, seed=2)
+    check_grad(lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1), [x, w, b],
+               **TOL[dtype])
+
+
+def test_conv_transpose1d():
+    x, w, b = randn((2, 4, 9)), randn((4, 3, 4), seed=1), randn((6,), seed=2)
+    check_grad(lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3, padding=1, output_padding=2, groups=2),
+               [x, w, b], **F32)
+
+
+def test_conv_transpose2d_frozen_input():
+    x, w = randn((2, 3, 4, 4)), randn((3, 2, 3, 3), seed=1)
+    check_grad(lambda x, w: F.conv_transpose2d(x, w, stride=2), [x, w], needs_grad=[False, True], **F32)
+
+
+# ---- modules ----
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect"])
+def test_conv2d_module(padding_mode):
+    torch.manual_seed(0)
+    cpu = nn.Conv2d(3, 8, 3, stride=2, padding=1, padding_mode=padding_mode)
+    dev = nn.Conv2d(3, 8, 3, stride=2, padding=1, padding_mode=padding_mode).to("tpu")
+    dev.load_state_dict(cpu.state_dict())
+    x = randn((2, 3, 11, 10))
+    expected, actual = cpu(x), dev(x.to("tpu"))
+    assert_close(actual, expected, **F32)
+    expected.square().sum().backward()
+    actual.square().sum().backward()
+    for p, q in zip(cpu.parameters(), dev.parameters()):
+        assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-3)
+
+
+def test_conv_transpose2d_module_and_output_size():
+    torch.manual_seed(0)
+    cpu = nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1)
+    dev = nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1).to("tpu")
+    dev.load_state_dict(cpu.state_dict())
+    x = randn((1, 4, 5, 6))
+    expected = cpu(x, output_size=[10, 12])
+    actual = dev(x.to("tpu"), output_size=[10, 12])
+    assert_close(actual, expected, **F32)
+    expected.sum().backward()
+    actual.sum().backward()
+    for p, q in zip(cpu.parameters(), dev.parameters()):
+        assert_close(q.grad, p.grad, **F32)

@@ -1,0 +1,222 @@
+"""Pooling, resampling and edge padding on tpu against PyTorch's CPU
+results, forward and backward: max_pool2d (values, indices; kernel,
+stride, padding, dilation, ceil_mode; ties, NaN and inf), avg_pool2d
+(count_include_pad, ceil_mode, divisor_override), adaptive_avg_pool2d
+(output sizes that divide the input or not, larger than it), their 1-d
+forms, F.interpolate nearest / nearest-exact / (bi,tri)linear with
+align_corners both ways, sizes and scale factors, and F.pad reflect /
+replicate / constant in 1-3 dims; float32, float64, bfloat16 and integer
+inputs where CPU supports them; unbatched, batch 1, odd sizes, empty
+batches, channels_last and non-contiguous inputs, and the nn modules.
+
+Max pooling, nearest resampling and padding move values, so without
+gradients they must match exactly; float32 sums (avg pooling,
+interpolation, gradients that collect several contributions) use rtol 1e-5
+/ atol 1e-6 and bfloat16 parity's defaults: the order of additions differs
+from PyTorch's."""
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(__file__))
+from parity import assert_close  # noqa: E402
+from test_nn_conv import check_grad, randn  # noqa: E402
+
+EXACT = dict(rtol=0, atol=0)
+F32 = dict(rtol=1e-5, atol=1e-6)
+NAN, INF = float("nan"), float("inf")
+
+
+# ---- max_pool2d ----
+
+# (kernel, stride, padding, dilation, ceil_mode)
+MAX_OPTIONS = [
+    (2, None, 0, 1, False), (3, 2, 1, 1, False), (3, 2, 1, 2, True), ((2, 3), (1, 2), (1, 1), (2, 1), False),
+    (4, 3, 2, 1, True), (1, 1, 0, 1, False),
+]
+
+
+@pytest.mark.parametrize("kernel,stride,padding,dilation,ceil_mode", MAX_OPTIONS)
+def test_max_pool2d_options(kernel, stride, padding, dilation, ceil_mode):
+    check_grad(lambda x: F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode, return_indices=True),
+               [randn((2, 3, 9, 11))], **F32)
+
+
+def test_max_pool2d_ties_pick_the_first():
+    """Equal values in a window: the first one's index and gradient."""
+    x = torch.tensor([[1., 1., 0., 2.], [1., 0., 2., 2.], [-INF, -INF, 3., 3.], [-INF, -INF, 3., 1.]])
+    check_grad(lambda x: F.max_pool2d(x, 2, 1, return_indices=True), [x[None, None]], **F32)
+    check_grad(lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), [torch.ones(1, 2, 5, 5)], **F32)
+
+
+def test_max_pool2d_nan_and_inf():
+    x = randn((1, 2, 6, 6))
+    x[0, 0, 1, 1] = x[0, 0, 1, 2] = NAN
+    x[0, 1, 2, 2], x[0, 1, 4, 4] = INF, -INF
+    check_grad(lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), [x], needs_grad=[False], **EXACT)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.int64, torch.int32, torch.uint8])
+def test_max_pool2d_dtypes(dtype):
+    x = (randn((2, 3, 7, 6)) * 20).to(dtype)
+    tol = {} if dtype == torch.bfloat16 else EXACT if not dtype.is_floating_point else F32
+    check_grad(lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True), [x], **tol)
+
+
+def test_max_pool2d_unbatched_channels_last_and_views():
+    x = randn((3, 8, 9))
+    check_grad(lambda x: F.max_pool2d(x, 2, return_indices=True), [x], **EXACT)  # disjoint windows
+    y = randn((2, 3, 8, 9))
+    check_grad(lambda y: F.max_pool2d(y.to(memory_format=torch.channels_last), 2, return_indices=True), [y],
+               **EXACT)
+    check_grad(lambda y: F.max_pool2d(y.transpose(2, 3)[:, :, 1:], 3, 2, 1), [y], **F32)
+
+
+def test_max_pool1d():
+    check_grad(lambda x: F.max_pool1d(x, 3, 2, 1, ceil_mode=True, return_indices=True), [randn((2, 3, 10))],
+               **F32)
+
+
+# ---- avg_pool2d ----
+
+# (kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+AVG_OPTIONS = [
+    (2, None, 0, False, True, None), (3, 2, 1, False, False, None), (3, 2, 1, True, True, None),
+    ((2, 3), (3, 2), (1, 1), True, True, 5), (4, 3, 2, True, False, None),
+]
+
+
+@pytest.mark.parametrize("kernel,stride,padding,ceil_mode,include_pad,divisor", AVG_OPTIONS)
+def test_avg_pool2d_options(kernel, stride, padding, ceil_mode, include_pad, divisor):
+    check_grad(lambda x: F.avg_pool2d(x, kernel, stride, padding, ceil_mode, include_pad, divisor),
+               [randn((2, 3, 9, 11))], **F32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_avg_pool2d_dtypes(dtype):
+    check_grad(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True), [randn((1, 2, 7, 8), dtype)])
+
+
+def test_avg_pool2d_int64_truncates():
+    x = torch.randint(-50, 50, (2, 2, 7, 7))
+    check_grad(lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), [x], **EXACT)
+
+
+def test_avg_pool_1d_unbatched_and_views():
+    check_grad(lambda x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True), [randn((2, 3, 10))], **F32)
+    check_grad(lambda x: F.avg_pool2d(x.transpose(1, 2), 2, 1), [randn((3, 7, 5))], **F32)
+
+
+# ---- adaptive_avg_pool2d ----
+
+@pytest.mark.parametrize("size", [(3, 5), (4, 3), (13, 7), (1, 4), (9, 11)])
+def test_adaptive_avg_pool2d_sizes(size):
+    check_grad(lambda x: F.adaptive_avg_pool2d(x, size), [randn((2, 3, 9, 11))], **F32)
+
+
+def test_adaptive_avg_pool2d_keeps_inf_and_nan_in_their_windows():
+    x = randn((1, 2, 7, 6))
+    x[0, 0, 0, 0], x[0, 1, 6, 5] = NAN, INF
+    check_grad(lambda x: F.adaptive_avg_pool2d(x, (3, 4)), [x], needs_grad=[False], **F32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_adaptive_avg_pool2d_dtypes(dtype):
+    check_grad(lambda x: F.adaptive_avg_pool2d(x, (3, 4)), [randn((2, 7, 6), dtype)])
+
+
+def test_pooling_empty_batch():
+    x = randn((0, 3, 6, 6))
+    check_grad(lambda x: F.avg_pool2d(x, 2), [x])
+    check_grad(lambda x: F.adaptive_avg_pool2d(x, 4), [x])
+
+
+def test_pooling_modules():
+    x = randn((2, 4, 10, 9))
+    for module in [nn.MaxPool2d(3, 2, 1, ceil_mode=True), nn.AvgPool2d(2), nn.AdaptiveAvgPool2d((3, 2)),
+                   nn.AdaptiveAvgPool2d((1, 1))]:
+        check_grad(module, [x], **F32)
+
+
+# ---- interpolate ----
+
+# (mode, dims, size, scale_factor, recompute_scale_factor)
+NEAREST = [
+    ("nearest", 2, None, 2, None), ("nearest", 2, (11, 5), None, None), ("nearest", 2, None, (1.7, 0.6), None),
+    ("nearest", 2, None, (1.7, 0.6), True), ("nearest", 1, None, 2.5, None), ("nearest", 3, (3, 8, 4), None, None),
+    ("nearest-exact", 2, (11, 5), None, None), ("nearest-exact", 2, None, (1.7, 0.6), None),
+    ("nearest-exact", 1, None, 2.5, None),
+]
+
+
+@pytest.mark.parametrize("mode,dims,size,scale,recompute", NEAREST)
+def test_interpolate_nearest(mode, dims, size, scale, recompute):
+    x = randn((2, 3, 5, 7, 6)[:dims + 2])
+    check_grad(lambda x: F.interpolate(x, size, scale, mode, recompute_scale_factor=recompute), [x], **F32)
+
+
+LINEAR_MODES = {1: "linear", 2: "bilinear", 3: "trilinear"}
+# (align_corners, dims, size, scale_factor, recompute_scale_factor)
+LINEAR = [
+    (False, 2, None, 2, None), (False, 2, (11, 5), None, None), (False, 2, None, (1.7, 0.6), None),
+    (False, 1, None, 2.5, None), (False, 3, (3, 8, 4), None, None), (True, 2, None, 2, None),
+    (True, 2, (11, 5), None, None), (True, 2, None, (1.7, 0.6), True), (True, 2, (5, 1), None, None),
+    (True, 1, None, 2.5, None),
+]
+
+
+@pytest.mark.parametrize("align_corners,dims,size,scale,recompute", LINEAR)
+def test_interpolate_linear(align_corners, dims, size, scale, recompute):
+    x = randn((2, 3, 5, 7, 6)[:dims + 2])
+    check_grad(lambda x: F.interpolate(x, size, scale, LINEAR_MODES[dims], align_corners, recompute), [x],
+               **F32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_interpolate_dtypes(dtype):
+    x = randn((1, 2, 5, 6), dtype)
+    check_grad(lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear"), [x])
+    check_grad(lambda x: F.interpolate(x, size=(7, 4), mode="nearest"), [x])
+
+
+def test_interpolate_uint8_nearest_and_channels_last():
+    x = (randn((1, 3, 5, 6)) * 50).abs().to(torch.uint8)
+    check_grad(lambda x: F.interpolate(x, scale_factor=1.6, mode="nearest"), [x], **EXACT)
+    y = randn((2, 3, 5, 6))
+    check_grad(lambda y: F.interpolate(y.to(memory_format=torch.channels_last), scale_factor=2, mode="bilinear"),
+               [y], **F32)
+
+
+def test_upsample_modules():
+    x = randn((1, 2, 4, 5))
+    check_grad(nn.Upsample(scale_factor=2), [x], **F32)
+    check_grad(nn.UpsamplingBilinear2d(size=(7, 9)), [x], **F32)
+
+
+# ---- pad ----
+
+PADS = [(1, (2, 3)), (2, (1, 2, 3, 0)), (2, (-1, 2, 3, -2)), (3, (2, 1, 1, 1, 0, 2))]
+
+
+@pytest.mark.parametrize("mode,dims,pad", [(m,) + p for m in ["reflect", "replicate"] for p in PADS]
+                         + [("constant", 2, (1, 2, -1, 3))])
+def test_pad(mode, dims, pad):
+    x = randn((2, 3, 5, 6, 4)[:dims + 2])
+    check_grad(lambda x: F.pad(x, pad, mode), [x], **F32)
+
+
+def test_pad_unbatched_integer_and_views():
+    check_grad(lambda x: F.pad(x, (2, 2, 1, 1), "reflect"), [randn((3, 4, 5))], **F32)
+    check_grad(lambda x: F.pad(x, (1, 2), "replicate"), [torch.arange(12).reshape(2, 6)], **EXACT)
+    check_grad(lambda x: F.pad(x.transpose(2, 3), (3, 1, 2, 2), "reflect"), [randn((2, 3, 5, 6))], **F32)
+
+
+def test_pad_modules():
+    x = randn((1, 2, 4, 5))
+    check_grad(nn.ReflectionPad2d((1, 2, 3, 1)), [x], **F32)
+    check_grad(nn.ReplicationPad1d(3), [x[0]], **F32)
+    assert_close(nn.ZeroPad2d(2)(x.to("tpu")), nn.ZeroPad2d(2)(x))

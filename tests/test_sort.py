@@ -1,0 +1,133 @@
+"""Sorting on tpu against PyTorch's CPU results: sort (stable, descending,
+NaN placement), argsort, msort, topk (largest/smallest), kthvalue, and
+their gradients."""
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from parity import assert_close, check  # noqa: E402
+
+NAN = float("nan")
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32,
+          torch.int8, torch.uint8, torch.bool]
+
+
+def make(shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if not dtype.is_floating_point:
+        # Few distinct values: many ties, which a stable sort must keep in order.
+        return torch.randint(0, 4, shape, generator=g).to(dtype)
+    return torch.randn(shape, generator=g).round(decimals=1).to(dtype)
+
+
+def with_nans(x):
+    x = x.clone()
+    x.view(-1)[:: 5] = NAN
+    return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_stable(dtype, descending):
+    check(lambda x: torch.sort(x, dim=1, descending=descending, stable=True), make((4, 9), dtype))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_sort_dims_with_nan(dim):
+    """NaN sorts above every number: last ascending, first descending."""
+    x = with_nans(make((5, 6, 7)))
+    check(lambda x: torch.sort(x, dim=dim, stable=True), x)
+    check(lambda x: torch.sort(x, dim=dim, descending=True, stable=True), x)
+
+
+def test_sort_infinities_and_signed_zero():
+    x = torch.tensor([0.0, float("inf"), -0.0, -float("inf"), NAN, 1.0, -0.0, 0.0])
+    check(lambda x: torch.sort(x, stable=True), x)
+    check(lambda x: torch.sort(x, descending=True, stable=True), x)
+
+
+def test_sort_default_overload():
+    """Without stable=, the result must still be a valid sort: the values match
+    and the indices point at them."""
+    x = make((3, 50))
+    values, indices = torch.sort(x.to("tpu"), 1, True)
+    assert_close(values, torch.sort(x, 1, True).values)
+    assert torch.equal(x.gather(1, indices.cpu()), values.cpu())
+
+
+def test_sort_edge_shapes():
+    check(lambda x: torch.sort(x, stable=True), torch.tensor(3.5))
+    check(lambda x: torch.sort(x, dim=0, stable=True), make((0, 4)))
+    check(lambda x: torch.sort(x, dim=1, stable=True), make((1, 1)))
+
+
+def test_sort_non_contiguous_and_out():
+    check(lambda x: torch.sort(x.t(), dim=1, stable=True), make((6, 5)))
+
+    def out_form(x):
+        values = torch.empty(0, dtype=x.dtype, device=x.device)
+        indices = torch.empty(0, dtype=torch.long, device=x.device)
+        torch.sort(x, dim=0, stable=True, out=(values, indices))
+        return values, indices
+    check(out_form, make((5, 3), torch.int32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_argsort_msort(dtype):
+    x = make((4, 8), dtype)
+    check(lambda x: torch.argsort(x, dim=0, stable=True), x)
+    check(lambda x: torch.argsort(x, descending=True, stable=True), x)
+    check(lambda x: torch.msort(x), x)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_topk(largest, dim):
+    # Distinct values: PyTorch leaves the order of tied indices open.
+    x = torch.randperm(60, generator=torch.Generator().manual_seed(0)).float().view(6, 10)
+    check(lambda x: torch.topk(x, 3, dim=dim, largest=largest), x)
+    check(lambda x: torch.topk(x.to(torch.int32), 1, dim=dim, largest=largest), x)
+
+
+def test_topk_ties_nan_and_unsorted():
+    """Tied values: the values match and the indices point at them; NaN
+    counts as the largest value."""
+    x = with_nans(make((4, 12)))
+    for largest in (True, False):
+        values, indices = torch.topk(x.to("tpu"), 4, largest=largest)
+        assert_close(values, torch.topk(x, 4, largest=largest).values)
+        assert torch.equal(x.gather(1, indices.cpu()).nan_to_num(99), values.cpu().nan_to_num(99))
+    values, indices = torch.topk(x.to("tpu"), 5, sorted=False)
+    expected = torch.topk(x, 5, sorted=False).values
+    assert_close(values.sort(1).values, expected.sort(1).values)
+    check(lambda x: torch.topk(x, 0), make(5))
+    check(lambda x: torch.topk(x, 5).values, make(5, torch.bfloat16))
+
+
+def test_kthvalue():
+    x = torch.randperm(42, generator=torch.Generator().manual_seed(1)).double().view(6, 7)
+    check(lambda x: torch.kthvalue(x, 3, dim=1), x)
+    check(lambda x: torch.kthvalue(x, 6, dim=0, keepdim=True), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_sort_topk_backward(dtype):
+    x = torch.randperm(40, generator=torch.Generator().manual_seed(2)).to(dtype).view(5, 8) / 8
+    g = make((5, 8), dtype, seed=3)
+    for fn in (lambda x: torch.sort(x, dim=1, descending=True).values,
+               lambda x: torch.sort(x, dim=0).values,
+               lambda x: torch.topk(x, 3, dim=1).values,
+               lambda x: torch.topk(x, 2, dim=0, largest=False).values,
+               lambda x: torch.kthvalue(x, 2, dim=1).values):
+        cpu, dev = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+        expected, actual = fn(cpu), fn(dev)
+        assert_close(actual, expected)
+        upstream = g[: expected.shape[0], : expected.shape[1]] if expected.dim() == 2 else g[0, :5]
+        expected.backward(upstream)
+        actual.backward(upstream.to("tpu"))
+        assert_close(dev.grad, cpu.grad)
