@@ -2,16 +2,18 @@
 (printing step, loss and steps per second), and training text that ships with
 Python itself, so no example downloads anything."""
 import argparse
+import importlib
 import pathlib
 import time
 
 import torch
 
 
-def parser(description, steps=20):
+def parser(description):
     """The flags every example takes; a script adds its own before parsing."""
-    p = argparse.ArgumentParser(description=description)
-    p.add_argument("--steps", type=int, default=steps, help="training steps")
+    p = argparse.ArgumentParser(description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=20, help="training steps")
     p.add_argument("--device", choices=["tpu", "cpu"], default="tpu")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=1, help="print every N steps")
@@ -28,21 +30,17 @@ def device(name):
     return torch.device(name)
 
 
-def synchronize(dev):
-    """Waits for queued device work, so wall-clock timings are honest."""
-    if dev.type == "tpu":
-        torch.tpu.synchronize()
-
-
 def to_device(batch, dev):
     return tuple(t.to(dev) for t in batch)
 
 
 def train(model, optimizer, loss_fn, batches, dev, log_every=1, callback=None):
     """Runs one optimizer step per batch (CPU tensors, moved here) and returns
-    the losses as floats. Prints step, loss and steps per second every
-    `log_every` steps (0: silent). `callback(step, model)` runs after each
-    step's backward and optimizer step, e.g. to inspect gradients or memory."""
+    the losses as floats. Reading each loss is a sync point, so the printed
+    rate includes the device's work and no step's tensors outlive it. Prints
+    step, loss and steps per second every `log_every` steps (0: silent).
+    `callback(step, model)` runs between each step's backward and its
+    optimizer step, e.g. to read gradients or memory."""
     model.train()
     losses = []
     start, last_step = time.perf_counter(), 0
@@ -50,24 +48,21 @@ def train(model, optimizer, loss_fn, batches, dev, log_every=1, callback=None):
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(model, to_device(batch, dev))
         loss.backward()
-        optimizer.step()
-        losses.append(loss.detach())
         if callback is not None:
             callback(step, model)
+        optimizer.step()
+        losses.append(loss.item())
         if log_every and (step % log_every == 0 or step == len(batches)):
-            value = losses[-1].item()  # a sync point: the rate below includes the device work
             now = time.perf_counter()
             rate = (step - last_step) / (now - start)
-            print(f"step {step:5d}  loss {value:.4f}  {rate:7.2f} steps/s", flush=True)
+            print(f"step {step:5d}  loss {losses[-1]:.4f}  {rate:7.2f} steps/s", flush=True)
             start, last_step = now, step
-    return [l.item() for l in losses]
+    return losses
 
 
 def stdlib_text(modules=("textwrap", "string", "fractions", "heapq")):
     """The source of a few standard-library modules: real text that every
     Python installation has, read from disk rather than downloaded."""
-    import importlib
-
     parts = [pathlib.Path(importlib.import_module(m).__file__).read_text(encoding="utf-8")
              for m in modules]
     return "\n".join(parts)

@@ -4,6 +4,7 @@ attention, with a static key/value cache for generation. Qwen differs by the
 bias on the q/k/v projections (and, in its small sizes, tied embeddings).
 Used by llama.py and qwen.py."""
 import functools
+import time
 from dataclasses import dataclass
 
 import torch
@@ -135,9 +136,11 @@ class Decoder(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.dim)
         self.layers = nn.ModuleList(Layer(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
-        if cfg.tie_embeddings:
-            self.lm_head.weight = self.embed.weight
+        # Tied: the output projection reads the embedding matrix itself rather
+        # than sharing one Parameter between two modules, a tie that
+        # Module.to() keeps only for backends PyTorch lists as "dense" (a
+        # PrivateUse1 device like tpu is not one of them in torch 2.13).
+        self.lm_head = None if cfg.tie_embeddings else nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         for name, p in self.named_parameters():
             if p.dim() == 2:
                 nn.init.normal_(p, std=0.02)
@@ -161,7 +164,8 @@ class Decoder(nn.Module):
         x = self.embed(tokens)
         for layer in self.layers:
             x = layer(x, cos, sin, positions, cache)
-        return self.lm_head(self.norm(x))
+        x = self.norm(x)
+        return F.linear(x, self.embed.weight) if self.lm_head is None else self.lm_head(x)
 
     @torch.no_grad()
     def generate(self, prompt, new_tokens, temperature=0.0, top_k=None):
@@ -219,8 +223,6 @@ def loss_fn(model, batch):
 
 def main(name, cfg):
     """The whole llama.py / qwen.py script: train, then generate."""
-    import time
-
     p = common.parser(f"Trains a small {name}-style decoder on standard-library source, "
                       "then generates with a KV cache.")
     p.add_argument("--new-tokens", type=int, default=48)

@@ -1,8 +1,8 @@
 """A DLRM-style click-through model: EmbeddingBag tables (sum and mean
 pooling) for the sparse features, a bottom MLP for the dense ones, pairwise
 dot-product interactions between all of them, a top MLP and a
-binary-cross-entropy loss. Trained with Adagrad on synthetic click logs drawn
-from a hidden logistic model, so there is something to learn.
+binary-cross-entropy loss. Trained with Adagrad on synthetic click logs whose
+clicks follow hidden pairwise interactions, so there is something to learn.
 
     python examples/dlrm.py --steps 200 --device tpu
 """
@@ -18,14 +18,14 @@ import common
 @dataclass
 class Config:
     dense_features: int = 13
-    table_sizes: tuple = (1000, 500, 2000, 100, 50, 800)
+    table_sizes: tuple = (100, 50, 200, 30, 10, 150)
     embedding_dim: int = 16
     bottom: tuple = (64, 32)
     top: tuple = (64, 32)
     mean_tables: tuple = (1, 3)  # pooled by mean; the others by sum
     bag_size: int = 3  # ids per example and table, on average
     batch_size: int = 128
-    lr: float = 0.05
+    lr: float = 0.1
 
 
 def mlp(sizes, last_relu):
@@ -50,6 +50,9 @@ class DLRM(nn.Module):
         self.register_buffer("rows", rows, persistent=False)
         self.register_buffer("cols", cols, persistent=False)
         self.top = mlp((d + len(rows), *cfg.top, 1), last_relu=False)
+        for table in self.tables:  # DLRM's initialisation: small, by table size
+            bound = table.num_embeddings ** -0.5
+            nn.init.uniform_(table.weight, -bound, bound)
 
     def forward(self, dense, *sparse):
         """dense (batch, dense_features); sparse: per table, its ids (all
@@ -63,29 +66,33 @@ class DLRM(nn.Module):
 
 
 class ClickLog:
-    """Synthetic impressions: log-normal dense features and Zipf-like ids,
-    clicked with probability sigmoid(w . dense + sum of the ids' hidden
-    scores). Every table gets bag_size * batch ids per batch, split into bags
-    of random lengths (some empty), so shapes stay fixed while bags vary."""
+    """Synthetic impressions clicked the way DLRM assumes: every id has a
+    hidden vector, and the click logit is the sum of dot products between the
+    tables' pooled hidden vectors, plus a linear term in the dense features
+    (log(1 + x) of log-normal x, as DLRM transforms its counts). Ids are
+    skewed: small ids are popular. Every table gets
+    bag_size * batch ids per batch, split into bags of random lengths (some
+    empty), so shapes stay fixed while bags vary."""
 
-    def __init__(self, cfg, generator):
+    def __init__(self, cfg, generator, rank=4):
         self.cfg, self.generator = cfg, generator
         self.w = torch.randn(cfg.dense_features, generator=generator) / cfg.dense_features ** 0.5
-        self.scores = [torch.randn(n, generator=generator) for n in cfg.table_sizes]
+        self.hidden = [torch.randn(n, rank, generator=generator) / rank ** 0.5 for n in cfg.table_sizes]
 
     def batch(self):
         cfg, g = self.cfg, self.generator
         B, total = cfg.batch_size, cfg.batch_size * cfg.bag_size
         dense = torch.randn(B, cfg.dense_features, generator=g).exp().log1p()
-        logit = (dense - dense.mean(0)) @ self.w
-        sparse = []
-        for n, scores in zip(cfg.table_sizes, self.scores):
-            ids = (n * torch.rand(total, generator=g) ** 3).long()  # popular ids are small
+        sparse, pooled = [], []
+        for n, hidden in zip(cfg.table_sizes, self.hidden):
+            ids = (n * torch.rand(total, generator=g) ** 3).long()
             cuts = torch.randint(total + 1, (B - 1,), generator=g).sort().values
-            offsets = torch.cat([torch.zeros(1, dtype=torch.long), cuts])
             bag = torch.bucketize(torch.arange(total), cuts, right=True)
-            logit = logit + torch.zeros(B).index_add_(0, bag, scores[ids]) / cfg.bag_size
-            sparse += [ids, offsets]
+            pooled.append(torch.zeros(B, hidden.size(1)).index_add_(0, bag, hidden[ids]))
+            sparse += [ids, torch.cat([torch.zeros(1, dtype=torch.long), cuts])]
+        h = torch.stack(pooled, 1)
+        pairs = (h.sum(1).pow(2).sum(1) - h.pow(2).sum((1, 2))) / 2  # sum over i<j of <h_i, h_j>
+        logit = (dense - dense.mean(0)) @ self.w + pairs / cfg.bag_size
         clicked = torch.bernoulli(torch.sigmoid(logit), generator=g)
         return dense, clicked, *sparse
 

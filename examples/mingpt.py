@@ -115,13 +115,15 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate(self, idx, new_tokens, temperature=0.0, top_k=None):
-        """Appends `new_tokens` tokens to idx (batch, >= block_size), each
-        predicted from the last block_size tokens: one input shape, so the
-        device compiles the forward pass once."""
+        """new_tokens tokens continuing idx (batch, >= block_size), each
+        predicted from a sliding window of the last block_size tokens: one
+        input shape, so the device compiles the forward pass once."""
+        window, out = idx[:, -self.block_size:], []
         for _ in range(new_tokens):
-            logits = self(idx[:, -self.block_size:])[:, -1]
-            idx = torch.cat([idx, common.sample_next(logits, temperature, top_k)[:, None]], 1)
-        return idx
+            token = common.sample_next(self(window)[:, -1], temperature, top_k)
+            out.append(token)
+            window = torch.cat([window[:, 1:], token[:, None]], 1)
+        return torch.stack(out, 1)
 
 
 def build(cfg, seed=0):
@@ -163,13 +165,12 @@ def main():
                  make_batches(cfg, args.steps, args.seed), dev, args.log_every)
 
     tokenizer, data = corpus()
-    prompt = data[:cfg.block_size][None].to(dev)
+    prompt = data[:cfg.block_size][None]
     model.eval()
     start = time.perf_counter()
-    out = model.generate(prompt, args.sample, temperature=0.8, top_k=20)
-    text = tokenizer.decode(out[0].cpu())
+    out = model.generate(prompt.to(dev), args.sample, temperature=0.8, top_k=20).cpu()
     print(f"--- sample ({args.sample / (time.perf_counter() - start):.1f} tokens/s) ---")
-    print(text[:cfg.block_size] + "|" + text[cfg.block_size:])
+    print(tokenizer.decode(prompt[0]) + "|" + tokenizer.decode(out[0]))
 
 
 if __name__ == "__main__":

@@ -69,8 +69,9 @@ class ResNet(nn.Module):
 
 
 def make_images(cfg, n, generator):
-    """n (image, label) pairs: class c is a grating at angle pi*c/classes with
-    1 + c%3 extra cycles and a colour of its own; phase and noise are random."""
+    """n (image, label) pairs: class c is a grating at angle pi*c/classes,
+    with 2 + c%3 periods across the image and a colour of its own; phase and
+    noise are random."""
     labels = torch.randint(cfg.classes, (n,), generator=generator)
     c = labels.float()[:, None, None]
     grid = torch.linspace(-1, 1, cfg.image_size)
