@@ -5,7 +5,13 @@ Importing torch is enough: PyTorch's backend autoload imports this package.
 import contextlib
 import os
 
-import torch
+
+def _autoload():
+    """Entry point for PyTorch's backend autoload: importing is the work.
+    Defined before `import torch`, which may itself call it."""
+
+
+import torch  # noqa: E402
 
 from . import _plugin
 
@@ -40,10 +46,6 @@ def cpu_fallback(enabled=True):
         yield
     finally:
         _C._set_cpu_fallback(previous)
-
-
-def _autoload():
-    """Entry point for PyTorch's backend autoload: importing is the work."""
 
 
 def _print_on_host():

@@ -36,6 +36,9 @@ struct TpuAllocator final : c10::Allocator {
 };
 
 TpuAllocator tpu_allocator;
+// Also the allocator PyTorch looks up by device type (torch.UntypedStorage,
+// deepcopy of tpu tensors).
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &tpu_allocator);
 
 struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kTpu; }

@@ -83,6 +83,11 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, a
   return self;
 }
 
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(source), 0, {numel}, {1});
+}
+
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
   return set_storage(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
 }
@@ -144,6 +149,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("resize_", resize_);
   m.impl("set_.source_Storage_storage_offset", set_storage);
   m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_.source_Storage", set_source_storage);
   m.impl("copy_", copy_);
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
