@@ -393,33 +393,49 @@ def test_new_scalar_values_do_not_recompile():
     assert torch_tpu.metrics.counters()["compile"] == compiles
 
 
+def programs_per_step(n, make_opt):
+    """Programs run by the second step of `make_opt` over n parameters."""
+    params = [torch.randn(3, 2, device="tpu", requires_grad=True) for _ in range(n)]
+    opt = make_opt(params, lr=0.01)
+    for p in params:
+        p.grad = torch.ones_like(p)
+    opt.step()
+    before = executes()
+    opt.step()
+    return executes() - before
+
+
 def test_adam_step_programs_do_not_grow_with_parameter_count():
-    def programs_per_step(n):
-        params = [torch.randn(3, 2, device="tpu", requires_grad=True) for _ in range(n)]
-        opt = torch.optim.Adam(params, lr=0.01)
-        for p in params:
-            p.grad = torch.ones_like(p)
-        opt.step()
-        before = executes()
-        opt.step()
-        return executes() - before
-
-    assert programs_per_step(3) == programs_per_step(24)
+    assert programs_per_step(3, torch.optim.Adam) == programs_per_step(24, torch.optim.Adam)
 
 
-@pytest.mark.xfail(strict=True, raises=NotImplementedError,
-                   reason="op signature keys overflow KEY_MAX (csrc/exec/op_call.c) past ~73 "
-                          "parameters in one foreach call")
 def test_many_parameters():
-    """A model with many parameter tensors still steps as one foreach call per op."""
-    n = 100
+    """300 parameter tensors (a signature of thousands of tensors) step as one
+    foreach call per op, matching the CPU."""
+    n = 300
     cpu = [torch.randn(2, 3, requires_grad=True) for _ in range(n)]
     tpu = [p.detach().to("tpu").requires_grad_() for p in cpu]
     opts = [torch.optim.AdamW(cpu, lr=0.01), torch.optim.AdamW(tpu, lr=0.01)]
-    for step in range(2):
+    for step in range(3):
         for params, opt in zip([cpu, tpu], opts):
             for i, p in enumerate(params):
                 p.grad = torch.full_like(p, 0.01 * (i - step))
             opt.step()
     for c, t in zip(cpu, tpu):
         assert_param_close(t.detach(), c.detach(), "param")
+    assert programs_per_step(n, torch.optim.AdamW) == programs_per_step(3, torch.optim.AdamW)
+
+
+def test_aliasing_late_in_a_long_list_is_part_of_the_signature():
+    """A list whose 500th item shares storage with another one, then the
+    same shapes with no sharing: each call gets its own program."""
+    cpu = [torch.randn(3) for _ in range(600)]
+    for shared in [True, False]:
+        others = [x * 2 for x in cpu]
+        if shared:
+            others[500] = cpu[3]
+        expected = torch._foreach_add(cpu, others)
+        xs = [x.to("tpu") for x in cpu]
+        ys = [xs[3] if shared and i == 500 else y.to("tpu") for i, y in enumerate(others)]
+        for e, a in zip(expected, torch._foreach_add(xs, ys)):
+            assert_close(a, e)

@@ -12,20 +12,40 @@
 #include "exec/runtime_impl.h"
 
 #define PLAN_BUCKETS 8192
-#define KEY_MAX 16384
 
 static tpu_op_plan* plan_buckets[PLAN_BUCKETS]; /* under the runtime lock */
 
+/* One storage's first position among a call's tensors (arguments, list
+ * items, then outputs, in order). */
+typedef struct alias_slot {
+  const tpu_buffer* buffer; /* NULL: empty slot */
+  int64_t position;
+} alias_slot;
+
+/* A signature being built. Both arrays grow as needed and are kept for the
+ * thread's next call (freed at thread exit). */
 typedef struct key_buf {
-  unsigned char data[KEY_MAX];
+  unsigned char* data;
   size_t len;
-  bool overflow;
+  size_t capacity;
+  alias_slot* slots; /* open addressing, a power of two in size */
+  size_t slot_count;
+  bool out_of_memory;  /* sticky until the next key */
+  bool exit_hook_set;  /* the thread-exit destructor knows this buffer */
 } key_buf;
 
 static void put(key_buf* k, const void* p, size_t n) {
-  if (k->len + n > KEY_MAX) {
-    k->overflow = true;
-    return;
+  if (k->out_of_memory || n == 0) return;
+  if (k->len + n > k->capacity) {
+    size_t capacity = k->capacity ? k->capacity : 1024;
+    while (capacity < k->len + n) capacity *= 2;
+    unsigned char* grown = realloc(k->data, capacity);
+    if (!grown) {
+      k->out_of_memory = true;
+      return;
+    }
+    k->data = grown;
+    k->capacity = capacity;
   }
   memcpy(k->data + k->len, p, n);
   k->len += n;
@@ -39,8 +59,80 @@ static void put_str(key_buf* k, const char* s) {
   put(k, s, n);
 }
 
-/* Each tensor's layout, and the earlier tensor it shares storage with. */
-static void put_tensor(key_buf* k, const tpu_op_call* call, const tpu_tensor* t, tensor_ref self) {
+static size_t alias_home(const key_buf* k, const tpu_buffer* buffer) {
+  /* Fibonacci hashing of the address; the low bits are alignment. */
+  return (size_t)(((uintptr_t)buffer >> 4) * UINT64_C(0x9E3779B97F4A7C15) >> 17) & (k->slot_count - 1);
+}
+
+static alias_slot* alias_find(const key_buf* k, const tpu_buffer* buffer) {
+  size_t i = alias_home(k, buffer);
+  while (k->slots[i].buffer && k->slots[i].buffer != buffer) i = (i + 1) & (k->slot_count - 1);
+  return &k->slots[i];
+}
+
+static void alias_note(key_buf* k, const tpu_buffer* buffer, int64_t position) {
+  if (!buffer) return;
+  alias_slot* s = alias_find(k, buffer);
+  if (!s->buffer) *s = (alias_slot){buffer, position};
+}
+
+/* Records the first position of every storage in `call`, so each tensor's
+ * aliasing is one lookup (a foreach call has thousands of tensors). */
+static void alias_index(key_buf* k, const tpu_op_call* call) {
+  size_t tensors = (size_t)call->output_count;
+  for (int i = 0; i < call->arg_count; i++) {
+    const tpu_arg* a = &call->args[i];
+    if (a->kind == TPU_ARG_TENSOR) tensors++;
+    if (a->kind == TPU_ARG_TENSOR_LIST) tensors += (size_t)a->u.tensors.count;
+  }
+  size_t want = 16;
+  while (want < 2 * tensors) want *= 2; /* at most half full */
+  if (want > k->slot_count) {
+    alias_slot* grown = realloc(k->slots, want * sizeof *grown);
+    if (!grown) {
+      k->out_of_memory = true;
+      return;
+    }
+    k->slots = grown;
+    k->slot_count = want;
+  }
+  memset(k->slots, 0, k->slot_count * sizeof *k->slots);
+  int64_t position = 0;
+  for (int i = 0; i < call->arg_count; i++) {
+    const tpu_arg* a = &call->args[i];
+    if (a->kind == TPU_ARG_TENSOR) alias_note(k, a->u.tensor.buffer, position++);
+    if (a->kind == TPU_ARG_TENSOR_LIST)
+      for (int j = 0; j < a->u.tensors.count; j++) alias_note(k, a->u.tensors.items[j].buffer, position++);
+  }
+  for (int j = 0; j < call->output_count; j++) alias_note(k, call->outputs[j].buffer, position++);
+}
+
+static pthread_key_t key_buf_exit;
+static pthread_once_t key_buf_exit_once = PTHREAD_ONCE_INIT;
+
+static void key_buf_free(void* p) {
+  key_buf* k = p;
+  free(k->data);
+  free(k->slots);
+  *k = (key_buf){0};
+}
+
+static void key_buf_exit_create(void) { (void)pthread_key_create(&key_buf_exit, key_buf_free); }
+
+/* Empties `k` for a new signature of `call`. */
+static void key_begin(key_buf* k, const tpu_op_call* call) {
+  if (!k->exit_hook_set) {
+    (void)pthread_once(&key_buf_exit_once, key_buf_exit_create);
+    k->exit_hook_set = pthread_setspecific(key_buf_exit, k) == 0;
+  }
+  k->len = 0;
+  k->out_of_memory = false;
+  alias_index(k, call);
+}
+
+/* Each tensor's layout, and the first earlier tensor it shares storage with.
+ * `position` counts tensors in the order alias_index saw them. */
+static void put_tensor(key_buf* k, const tpu_tensor* t, int64_t position) {
   put_i64(k, t->dtype);
   put_i64(k, t->rank);
   put(k, t->sizes, (size_t)t->rank * sizeof t->sizes[0]);
@@ -49,51 +141,38 @@ static void put_tensor(key_buf* k, const tpu_op_call* call, const tpu_tensor* t,
   if (cls == VIEW_STRIDED) put(k, t->strides, (size_t)t->rank * sizeof t->strides[0]);
   put_i64(k, buffer_storage_dtype(t->buffer, t->dtype));
   put_i64(k, view_storage_numel(t));
-  /* Aliasing: index of the first earlier tensor on the same storage. */
-  int64_t alias = -1, position = 0;
-  for (int i = 0; i < call->arg_count && alias < 0; i++) {
-    const tpu_arg* a = &call->args[i];
-    if (a->kind == TPU_ARG_TENSOR) {
-      if (self.arg == i && self.item < 0) goto done;
-      if (a->u.tensor.buffer == t->buffer) alias = position;
-      position++;
-    } else if (a->kind == TPU_ARG_TENSOR_LIST) {
-      for (int j = 0; j < a->u.tensors.count && alias < 0; j++, position++) {
-        if (self.arg == i && self.item == j) goto done;
-        if (a->u.tensors.items[j].buffer == t->buffer) alias = position;
-      }
-    }
-  }
-  for (int j = 0; j < call->output_count && alias < 0 && self.arg < 0; j++, position++) {
-    if (self.item == j) break;
-    if (call->outputs[j].buffer == t->buffer) alias = position;
-  }
-done:
-  put_i64(k, alias);
+  if (k->out_of_memory) return;
+  int64_t first = alias_find(k, t->buffer)->position;
+  put_i64(k, first < position ? first : -1);
+}
+
+static tpu_status key_failed(const tpu_op_call* call) {
+  return TPU_ERROR(TPU_OUT_OF_MEMORY, "aten::%s: out of host memory for its signature (%d arguments, %d outputs)",
+                   call->name, call->arg_count, call->output_count);
 }
 
 static tpu_status input_key(const tpu_op_call* call, const tpu_op_entry* entry, key_buf* k) {
-  k->len = 0;
-  k->overflow = false;
+  key_begin(k, call);
   put_str(k, call->name);
   put_str(k, call->overload);
   put_i64(k, call->arg_count);
+  int64_t position = 0;
   for (int i = 0; i < call->arg_count; i++) {
     const tpu_arg* a = &call->args[i];
     put_i64(k, a->kind);
     switch (a->kind) {
       case TPU_ARG_TENSOR:
         TPU_RETURN_IF_ERROR(view_check(&a->u.tensor, call->name));
-        put_tensor(k, call, &a->u.tensor, (tensor_ref){i, -1});
+        put_tensor(k, &a->u.tensor, position++);
         break;
       case TPU_ARG_TENSOR_LIST:
         put_i64(k, a->u.tensors.count);
-        for (int j = 0; j < a->u.tensors.count; j++) {
+        for (int j = 0; j < a->u.tensors.count; j++, position++) {
           const tpu_tensor* t = &a->u.tensors.items[j];
           put_i64(k, t->buffer != NULL);
           if (!t->buffer) continue;
           TPU_RETURN_IF_ERROR(view_check(t, call->name));
-          put_tensor(k, call, t, (tensor_ref){i, j});
+          put_tensor(k, t, position);
         }
         break;
       case TPU_ARG_SCALAR:
@@ -124,19 +203,22 @@ static tpu_status input_key(const tpu_op_call* call, const tpu_op_entry* entry, 
   /* Given outputs (in-place, out=) decide the result dtypes. */
   put_i64(k, call->output_count);
   for (int j = 0; j < call->output_count; j++) put_i64(k, call->outputs[j].dtype);
-  if (k->overflow)
-    return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s: too many arguments for one op signature", call->name);
-  return NULL;
+  return k->out_of_memory ? key_failed(call) : NULL;
 }
 
 static tpu_status output_key(const tpu_op_call* call, key_buf* k) {
-  k->len = 0;
-  k->overflow = false;
+  key_begin(k, call);
+  int64_t position = 0; /* outputs follow every argument tensor */
+  for (int i = 0; i < call->arg_count; i++) {
+    const tpu_arg* a = &call->args[i];
+    if (a->kind == TPU_ARG_TENSOR) position++;
+    if (a->kind == TPU_ARG_TENSOR_LIST) position += a->u.tensors.count;
+  }
   for (int j = 0; j < call->output_count; j++) {
     TPU_RETURN_IF_ERROR(view_check(&call->outputs[j], call->name));
-    put_tensor(k, call, &call->outputs[j], (tensor_ref){-1, j});
+    put_tensor(k, &call->outputs[j], position + j);
   }
-  return k->overflow ? TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s: too many outputs", call->name) : NULL;
+  return k->out_of_memory ? key_failed(call) : NULL;
 }
 
 static const tpu_op_entry* find_entry(const char* name) {
