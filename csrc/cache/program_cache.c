@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cache/disk_cache.h"
+#include "cache/dump.h"
 #include "tpu/runtime.h"
 
 #define BUCKETS 4096
@@ -59,6 +60,7 @@ tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size,
     free(copy);
     return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory caching a program");
   }
+  dump_program(pjrt, text, size);
   tpu_status status = disk_cache_load(pjrt, text, size, &p->executable);
   if (!status && !p->executable) {
     int64_t start = now_nanos();

@@ -9,6 +9,7 @@
 
 #include "cache/program_cache.h"
 #include "exec/op_plan.h"
+#include "exec/recompile.h"
 #include "exec/runtime_impl.h"
 
 #define PLAN_BUCKETS 8192
@@ -296,6 +297,7 @@ tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
     plan->next = *bucket;
     *bucket = plan;
     *out_plan = plan;
+    recompile_note(call);
   } else {
     free(plan);
     free(key);

@@ -161,6 +161,24 @@ int64_t tpu_counter_get(tpu_counter counter);
 void tpu_counter_add(tpu_counter counter, int64_t amount);
 void tpu_counters_reset(void);
 
+/* ---- diagnostics ---- */
+
+/* Recompilation reasons: a new plan for an op that already had one with
+ * another signature records the first difference, e.g. "aten::add.Tensor:
+ * input 0 dim 1 changed 128 -> 256". The latest TPU_RECOMPILE_REASONS_MAX
+ * are kept. */
+#define TPU_RECOMPILE_REASONS_MAX 64
+int64_t tpu_recompile_count(void); /* reasons noted since the last clear */
+/* Copies kept reason `index` (0 = oldest kept) into out, truncated to
+ * size; false when index is past the kept ones. */
+bool tpu_recompile_reason(int index, char* out, size_t size);
+void tpu_recompile_reasons_clear(void);
+
+/* Writes every program compiled from now on into `dir` as <key hash>.mlir:
+ * a comment header naming its cache key, then the StableHLO text. NULL or
+ * "" stops. Failed writes are skipped, never an op's error. */
+tpu_status tpu_dump_configure(const char* dir);
+
 /* ---- persistent compile cache ---- */
 
 /* Keeps compiled programs in `dir` (NULL or "" turns it off), at most
