@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/graph.h"
 #include "exec/runtime_impl.h"
 #include "exec/view.h"
 
@@ -50,12 +51,14 @@ int tpu_buffer_device(const tpu_buffer* buffer) { return buffer->device; }
 tpu_status buffers_await_all(int device) {
   for (tpu_buffer* b = live_buffers; b; b = b->next) {
     if (b->device != device || !b->pjrt) continue;
-    TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_await(runtime_pjrt(), b->pjrt));
+    tpu_status status = tpu_pjrt_buffer_await(runtime_pjrt(), b->pjrt);
+    if (status) return tpu_status_annotate(status, "%s failed: ", b->writer ? b->writer : "an op");
   }
   return NULL;
 }
 
 tpu_dtype buffer_storage_dtype(const tpu_buffer* buffer, tpu_dtype view_dtype) {
+  if (buffer->graph_slot) return buffer->pending_dtype;
   return buffer->pjrt ? buffer->dtype : view_dtype;
 }
 
@@ -113,7 +116,8 @@ tpu_status tpu_tensor_to_host(const tpu_tensor* src, void* dst) {
   if (view_numel(src) == 0) return NULL;
   tpu_buffer* buffer = src->buffer;
   runtime_lock();
-  tpu_status status = buffer_materialize(buffer, src->dtype);
+  tpu_status status = graph_flush_buffer(buffer);
+  if (!status) status = buffer_materialize(buffer, src->dtype);
   bool whole = !status && view_class_of(src) == VIEW_WHOLE;
   char* staging = whole ? dst : (status ? NULL : malloc(buffer->nbytes));
   if (!status && !staging)
@@ -134,7 +138,8 @@ tpu_status tpu_tensor_from_host(const tpu_tensor* dst, const void* src) {
   if (view_numel(dst) == 0) return NULL;
   if (view_class_of(dst) == VIEW_WHOLE) {
     runtime_lock();
-    tpu_status status = upload(dst->buffer, dst->dtype, src);
+    tpu_status status = graph_flush_buffer(dst->buffer);
+    if (!status) status = upload(dst->buffer, dst->dtype, src);
     runtime_unlock();
     return status;
   }

@@ -6,11 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/op_plan.h"
+#include "exec/graph.h"
 #include "exec/runtime_impl.h"
 
 struct tpu_lowering {
   hlo_builder* b;
+  graph* graph; /* fused or captured: storages and parameters come from it */
   const tpu_op_call* call;
   const tpu_op_plan* plan;
   char name[64];
@@ -46,6 +47,7 @@ void op_base_name(const char* name, char* out, size_t size) {
 }
 
 static hlo_value add_param(tpu_lowering* l, param_kind kind, tensor_ref ref, hlo_type type) {
+  if (l->graph) return graph_param_bind(l->graph, kind, l->call, ref, type);
   if (l->param_count == l->param_cap) {
     int cap = l->param_cap ? l->param_cap * 2 : 16;
     param_source* grown = realloc(l->params, (size_t)cap * sizeof *grown);
@@ -61,6 +63,7 @@ static hlo_value add_param(tpu_lowering* l, param_kind kind, tensor_ref ref, hlo
 
 /* The flat storage parameter of ref's buffer, shared by every ref to it. */
 static hlo_value storage_param(tpu_lowering* l, tensor_ref ref, const tpu_tensor* t) {
+  if (l->graph) return graph_storage_read(l->graph, t);
   for (int i = 0; i < l->storage_count; i++)
     if (l->storages[i].buffer == t->buffer) return l->storages[i].value;
   if (l->storage_count == l->storage_cap) {
@@ -348,29 +351,56 @@ static tpu_status write_outputs(tpu_lowering* l, op_variant* variant, hlo_value*
   return NULL;
 }
 
-tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_variant* variant,
-                      char** out_text, size_t* out_size) {
+/* Runs the lowering and writes its outputs; results[m] and the variant's
+ * result lists name each written storage's new value. */
+static tpu_status lower_and_write(tpu_lowering* l, op_variant* variant, hlo_value* results) {
+  const tpu_op_call* call = l->call;
+  int n = call->arg_count ? call->arg_count : 1;
+  size_t outs = (size_t)(call->output_count ? call->output_count : 1);
+  l->arg_values = malloc((size_t)n * sizeof *l->arg_values);
+  l->list_values = calloc((size_t)n, sizeof *l->list_values);
+  l->outputs = malloc(outs * sizeof *l->outputs);
+  variant->result_outputs = malloc(outs * sizeof *variant->result_outputs);
+  variant->result_dtypes = malloc(outs * sizeof *variant->result_dtypes);
+  if (!l->arg_values || !l->list_values || !l->outputs || !variant->result_outputs ||
+      !variant->result_dtypes)
+    return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory lowering aten::%s", l->name);
+  for (int i = 0; i < call->arg_count; i++) l->arg_values[i] = HLO_INVALID;
+  for (int k = 0; k < call->output_count; k++) l->outputs[k] = HLO_INVALID;
+  tpu_status status = l->plan->entry->lower(l);
+  /* A builder error is reported by the caller, naming the op that failed. */
+  if (!status && !hlo_failed(l->b)) status = write_outputs(l, variant, results);
+  return status;
+}
+
+static tpu_lowering lowering_begin(const tpu_op_plan* plan, const tpu_op_call* call) {
   tpu_lowering l = {0};
   l.call = call;
   l.plan = plan;
   op_base_name(call->name, l.name, sizeof l.name);
-  tpu_status status = hlo_builder_create(&l.b);
-  int n = call->arg_count ? call->arg_count : 1;
-  size_t outs = (size_t)(call->output_count ? call->output_count : 1);
-  l.arg_values = malloc((size_t)n * sizeof *l.arg_values);
-  l.list_values = calloc((size_t)n, sizeof *l.list_values);
-  l.outputs = malloc(outs * sizeof *l.outputs);
-  hlo_value* results = malloc(outs * sizeof *results);
-  variant->result_outputs = malloc(outs * sizeof *variant->result_outputs);
-  variant->result_dtypes = malloc(outs * sizeof *variant->result_dtypes);
-  if (!status && (!l.arg_values || !l.list_values || !l.outputs || !results ||
-                  !variant->result_outputs || !variant->result_dtypes))
-    status = TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory lowering aten::%s", l.name);
-  for (int i = 0; !status && i < call->arg_count; i++) l.arg_values[i] = HLO_INVALID;
-  for (int k = 0; !status && k < call->output_count; k++) l.outputs[k] = HLO_INVALID;
-  if (!status) status = plan->entry->lower(&l);
-  /* A builder error is reported by finish, naming the op that failed. */
-  if (!status && !hlo_failed(l.b)) status = write_outputs(&l, variant, results);
+  return l;
+}
+
+static void lowering_end(tpu_lowering* l) {
+  free(l->params);
+  for (int i = 0; i < l->call->arg_count && l->list_values; i++) free(l->list_values[i]);
+  free(l->list_values);
+  free(l->arg_values);
+  free(l->outputs);
+  free(l->storages);
+}
+
+static hlo_value* results_alloc(const tpu_op_call* call) {
+  return malloc((size_t)(call->output_count ? call->output_count : 1) * sizeof(hlo_value));
+}
+
+tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_variant* variant,
+                      char** out_text, size_t* out_size) {
+  tpu_lowering l = lowering_begin(plan, call);
+  hlo_value* results = results_alloc(call);
+  tpu_status status = results ? hlo_builder_create(&l.b)
+                              : TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory lowering aten::%s", l.name);
+  if (!status) status = lower_and_write(&l, variant, results);
   if (!status)
     status = hlo_builder_finish(l.b, results, variant->result_count, out_text, out_size);
   if (!status) {
@@ -378,13 +408,27 @@ tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_varia
     variant->param_count = l.param_count;
     l.params = NULL;
   }
-  free(l.params);
-  for (int i = 0; i < call->arg_count && l.list_values; i++) free(l.list_values[i]);
-  free(l.list_values);
-  free(l.arg_values);
-  free(l.outputs);
-  free(l.storages);
+  lowering_end(&l);
   free(results);
   hlo_builder_free(l.b);
+  return status;
+}
+
+tpu_status lower_into_graph(const tpu_op_plan* plan, const tpu_op_call* call, graph* g) {
+  tpu_lowering l = lowering_begin(plan, call);
+  l.b = g->b;
+  l.graph = g;
+  op_variant scratch = {0};
+  hlo_value* results = results_alloc(call);
+  tpu_status status = results ? lower_and_write(&l, &scratch, results)
+                              : TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory lowering aten::%s", l.name);
+  /* Storages change only once the whole op lowered. */
+  for (int m = 0; !status && !hlo_failed(g->b) && m < scratch.result_count; m++)
+    status = graph_storage_write(g, call->outputs[scratch.result_outputs[m]].buffer, results[m],
+                                 scratch.result_dtypes[m]);
+  lowering_end(&l);
+  free(scratch.result_outputs);
+  free(scratch.result_dtypes);
+  free(results);
   return status;
 }

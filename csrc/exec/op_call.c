@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cache/program_cache.h"
-#include "exec/op_plan.h"
+#include "exec/graph.h"
 #include "exec/recompile.h"
 #include "exec/runtime_impl.h"
 
@@ -392,7 +392,14 @@ static tpu_status param_buffer(const tpu_op_call* call, const param_source* p,
 
 #define STACK_BUFFERS 32
 
-static tpu_status run_variant(const op_variant* v, const tpu_op_call* call) {
+/* Debug mode: waits for the op, so its error surfaces at the call. */
+static tpu_status await_outputs(const op_variant* v, const tpu_op_call* call) {
+  for (int m = 0; m < v->result_count; m++)
+    TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_await(runtime_pjrt(), call->outputs[v->result_outputs[m]].buffer->pjrt));
+  return NULL;
+}
+
+static tpu_status run_variant(const op_variant* v, const tpu_op_call* call, const char* name) {
   /* Small calls keep their buffer lists on the stack. */
   struct PJRT_Buffer* stack_args[STACK_BUFFERS];
   struct PJRT_Buffer* stack_owned[STACK_BUFFERS];
@@ -410,8 +417,11 @@ static tpu_status run_variant(const op_variant* v, const tpu_op_call* call) {
                               (size_t)v->param_count, results, (size_t)v->result_count);
   if (!status) {
     tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
-    for (int m = 0; m < v->result_count; m++)
-      buffer_replace(call->outputs[v->result_outputs[m]].buffer, results[m], v->result_dtypes[m]);
+    for (int m = 0; m < v->result_count; m++) {
+      tpu_buffer* written = call->outputs[v->result_outputs[m]].buffer;
+      buffer_replace(written, results[m], v->result_dtypes[m]);
+      written->writer = name;
+    }
   }
   for (int i = 0; i < made && owned; i++) tpu_pjrt_buffer_destroy(runtime_pjrt(), owned[i]);
   if (big) {
@@ -427,6 +437,12 @@ tpu_status tpu_op_execute(tpu_op_plan* plan, const tpu_op_call* call) {
     return TPU_ERROR(TPU_INTERNAL, "aten::%s: %d outputs given, plan has %d", call->name,
                      call->output_count, plan->output_count);
   runtime_lock();
+  tpu_eager_mode mode = tpu_get_eager_mode();
+  if (mode == TPU_EAGER_FUSED) {
+    tpu_status status = graph_record(plan, call);
+    runtime_unlock();
+    return status ? tpu_status_annotate(status, "aten::%s: ", call->name) : NULL;
+  }
   tpu_status status = output_key(call, &scratch);
   op_variant* v = NULL;
   if (!status) {
@@ -438,7 +454,8 @@ tpu_status tpu_op_execute(tpu_op_plan* plan, const tpu_op_call* call) {
     else
       status = make_variant(plan, call, h, &v);
   }
-  if (!status) status = run_variant(v, call);
+  if (!status) status = run_variant(v, call, plan->entry->name);
+  if (!status && mode == TPU_EAGER_DEBUG) status = await_outputs(v, call);
   runtime_unlock();
   if (status) status = tpu_status_annotate(status, "aten::%s: ", call->name);
   return status;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cache/disk_cache.h"
+#include "exec/graph.h"
 #include "exec/runtime_impl.h"
 
 #define MAX_DEVICES 64
@@ -184,7 +185,8 @@ tpu_status tpu_cache_clear(void) {
 
 tpu_status tpu_device_synchronize(int device) {
   runtime_lock();
-  tpu_status status = buffers_await_all(device);
+  tpu_status status = graph_flush(device);
+  if (!status) status = buffers_await_all(device);
   runtime_unlock();
   return status;
 }

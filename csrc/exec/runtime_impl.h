@@ -14,6 +14,9 @@ struct tpu_buffer {
   size_t nbytes;
   struct PJRT_Buffer* pjrt; /* NULL until first written; guarded by the runtime lock */
   tpu_dtype dtype;          /* element type of pjrt (valid when pjrt != NULL) */
+  int graph_slot;           /* 1 + its slot in the device's pending graph; 0 if none */
+  tpu_dtype pending_dtype;  /* element type of that slot's value */
+  const char* writer;       /* the op that last wrote it (static), for errors */
   tpu_buffer* prev;         /* the live-buffer list, for synchronize; under the lock */
   tpu_buffer* next;
 };

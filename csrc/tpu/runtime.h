@@ -140,6 +140,28 @@ void tpu_op_plan_output(const tpu_op_plan* plan, int index, tpu_dtype* out_dtype
  * writing every output. */
 tpu_status tpu_op_execute(tpu_op_plan* plan, const tpu_op_call* call);
 
+/* ---- eager modes ---- */
+
+/* STRICT (the default) enqueues each op and returns; an execution error
+ * surfaces at the next sync, naming the op. DEBUG also awaits every op, so
+ * its error surfaces at the call. FUSED records ops into the device's
+ * pending graph; a sync point runs the whole graph as one program (cached
+ * by its text, so a loop compiles once). */
+typedef enum tpu_eager_mode {
+  TPU_EAGER_STRICT = 0,
+  TPU_EAGER_DEBUG,
+  TPU_EAGER_FUSED,
+} tpu_eager_mode;
+
+/* Runs any pending fused ops first. Process-wide. */
+tpu_status tpu_set_eager_mode(tpu_eager_mode mode);
+tpu_eager_mode tpu_get_eager_mode(void);
+/* Runs the pending fused ops of `device` (enqueues; does not wait). Every
+ * host read, host write and synchronize does this itself. */
+tpu_status tpu_sync(int device);
+/* Ops recorded and not yet run on `device`. */
+int tpu_pending_op_count(int device);
+
 /* ---- metrics ---- */
 
 typedef enum tpu_counter {
