@@ -24,8 +24,12 @@ _C._init(_plugin.find_plugin(), int(os.environ.get("TORCH_TPU_CPU_DEVICES", "0")
 from . import cache  # noqa: E402
 from . import device as _device_module  # noqa: E402
 from . import metrics  # noqa: E402,F401
+from . import modes  # noqa: E402
+from .modes import eager_mode, get_eager_mode, set_eager_mode, sync  # noqa: E402,F401
 
 cache._configure()
+metrics._configure()
+modes._configure()
 
 torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)

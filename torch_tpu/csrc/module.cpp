@@ -1,5 +1,5 @@
 // torch_tpu._C: the Python entry points of the runtime (init, device facts,
-// memory, counters, RNG state, CPU fallback switch).
+// memory, counters, RNG state, CPU fallback switch, eager modes, diagnostics).
 #include <torch/extension.h>
 
 #include "bridge.h"
@@ -41,12 +41,50 @@ py::dict counters() {
   }
   out["cpu_fallback"] = total;
   out["cpu_fallback_ops"] = per_op;
+  out["recompile"] = tpu_recompile_count();
   return out;
 }
 
 void reset_counters() {
   tpu_counters_reset();
   reset_cpu_fallback_counts();
+  tpu_recompile_reasons_clear();
+}
+
+py::list recompile_reasons() {
+  py::list out;
+  char reason[512];
+  for (int i = 0; tpu_recompile_reason(i, reason, sizeof reason); i++) out.append(reason);
+  return out;
+}
+
+// Eager modes by name; the runtime's enum stays inside the glue.
+const std::pair<const char*, tpu_eager_mode> eager_modes[] = {
+    {"strict", TPU_EAGER_STRICT}, {"debug", TPU_EAGER_DEBUG}, {"fused", TPU_EAGER_FUSED}};
+
+void set_eager_mode(const std::string& name) {
+  for (const auto& [known, mode] : eager_modes) {
+    if (name != known) continue;
+    py::gil_scoped_release release;  // runs any pending fused ops
+    check(tpu_set_eager_mode(mode));
+    return;
+  }
+  std::string names;
+  for (const auto& [known, mode] : eager_modes) names += std::string(names.empty() ? "" : ", ") + known;
+  TORCH_CHECK_VALUE(false, "unknown eager mode '", name, "'; use one of: ", names);
+}
+
+std::string eager_mode() {
+  tpu_eager_mode current = tpu_get_eager_mode();
+  for (const auto& [name, mode] : eager_modes)
+    if (mode == current) return name;
+  return "unknown";
+}
+
+void sync_device(int device) {
+  check_device_index(device);
+  py::gil_scoped_release release;
+  check(tpu_sync(device));
 }
 
 at::Generator generator(int device) { return default_generator(device); }
@@ -93,4 +131,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cache_stats", &cache_stats);
   m.def("_cache_clear", [] { check(tpu_cache_clear()); });
   m.def("_cpu_fallback_enabled", &cpu_fallback_enabled);
+  m.def("_recompile_reasons", &recompile_reasons);
+  m.def("_dump_configure", [](const std::string& dir) { check(tpu_dump_configure(dir.c_str())); });
+  m.def("_set_eager_mode", &set_eager_mode);
+  m.def("_eager_mode", &eager_mode);
+  m.def("_sync", &sync_device);
+  m.def("_pending_op_count", [](int d) { check_device_index(d); return tpu_pending_op_count(d); });
 }
