@@ -24,5 +24,6 @@ setup(
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
-    entry_points={"torch.backends": ["tpu = torch_tpu:_autoload"]},
+    entry_points={"torch.backends": ["tpu = torch_tpu:_autoload"],
+                  "torch_dynamo_backends": ["tpu = torch_tpu.backend:tpu_backend"]},
 )

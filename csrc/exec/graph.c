@@ -23,7 +23,7 @@ graph* graph_pending(int device) {
   return device >= 0 && device < MAX_DEVICES ? pending[device] : NULL;
 }
 
-static tpu_status graph_get(int device, graph** out) {
+tpu_status graph_open(int device, graph** out) {
   *out = NULL;
   if (device < 0 || device >= MAX_DEVICES)
     return TPU_ERROR(TPU_INVALID_ARGUMENT, "tpu:%d is out of range for fused eager", device);
@@ -183,43 +183,41 @@ static tpu_status rollback(graph* g, graph_mark mark, tpu_status status) {
 
 tpu_status graph_record(tpu_op_plan* plan, const tpu_op_call* call) {
   graph* g = NULL;
-  TPU_RETURN_IF_ERROR(graph_get(call->device, &g));
+  TPU_RETURN_IF_ERROR(graph_open(call->device, &g));
   graph_mark mark = {hlo_builder_mark(g->b), g->slot_count, g->param_count};
   tpu_status status = lower_into_graph(plan, call, g);
   if (status || hlo_failed(g->b)) return rollback(g, mark, status);
   if (!g->first_op) g->first_op = plan->entry->name;
   g->last_op = plan->entry->name;
   g->op_count++;
-  if (g->op_count >= GRAPH_MAX_OPS || g->param_count >= GRAPH_MAX_PARAMS)
+  if (!g->capturing && (g->op_count >= GRAPH_MAX_OPS || g->param_count >= GRAPH_MAX_PARAMS))
     return graph_flush(call->device);
   return NULL;
 }
 
 /* ---- running ---- */
 
-static tpu_status bind_param(graph* g, const graph_param* p, struct PJRT_Buffer** out_buffer,
-                             struct PJRT_Buffer** out_owned) {
+tpu_status graph_param_buffer(int device, const graph_param* p, tpu_buffer* storage,
+                              struct PJRT_Buffer** out_buffer, struct PJRT_Buffer** out_owned) {
   *out_owned = NULL;
   tpu_pjrt* pjrt = runtime_pjrt();
   switch (p->kind) {
-    case PARAM_STORAGE: {
-      tpu_buffer* buffer = g->slots[p->slot].buffer;
-      TPU_RETURN_IF_ERROR(buffer_materialize(buffer, p->dtype));
-      *out_buffer = buffer->pjrt;
+    case PARAM_STORAGE:
+      TPU_RETURN_IF_ERROR(buffer_materialize(storage, p->dtype));
+      *out_buffer = storage->pjrt;
       return NULL;
-    }
     case PARAM_OFFSET:
-      return runtime_scalar_buffer(g->device, TPU_I64, p->bits, out_buffer, out_owned);
+      return runtime_scalar_buffer(device, TPU_I64, p->bits, out_buffer, out_owned);
     case PARAM_SCALAR:
-      return runtime_scalar_buffer(g->device, p->dtype, p->bits, out_buffer, out_owned);
+      return runtime_scalar_buffer(device, p->dtype, p->bits, out_buffer, out_owned);
     case PARAM_RNG: {
       int64_t two = 2;
-      TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_from_host(pjrt, g->device, TPU_U64, &two, 1, p->bits, out_buffer));
+      TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_from_host(pjrt, device, TPU_U64, &two, 1, p->bits, out_buffer));
       *out_owned = *out_buffer;
       return NULL;
     }
     case PARAM_SCALAR_LIST:
-      TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_from_host(pjrt, g->device, TPU_F64, &p->list_count, 1,
+      TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_from_host(pjrt, device, TPU_F64, &p->list_count, 1,
                                                     p->list, out_buffer));
       *out_owned = *out_buffer;
       return NULL;
@@ -261,7 +259,9 @@ static tpu_status run(graph* g) {
   if (!status && result_count > 0 && !compiled) tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
   int made = 0;
   for (; !status && result_count > 0 && made < g->param_count; made++)
-    status = bind_param(g, &g->params[made], &args[made], &owned[made]);
+    status = graph_param_buffer(g->device, &g->params[made],
+                                g->params[made].slot >= 0 ? g->slots[g->params[made].slot].buffer : NULL,
+                                &args[made], &owned[made]);
   if (!status && result_count > 0)
     status = tpu_pjrt_execute(runtime_pjrt(), executable, g->device, args, (size_t)g->param_count,
                               results, (size_t)result_count);
@@ -282,7 +282,7 @@ static tpu_status run(graph* g) {
   return status;
 }
 
-static void reset(graph* g) {
+void graph_reset(graph* g) {
   drop_params(g, 0);
   drop_slots(g, 0);
   tpu_status_free(hlo_builder_rollback(g->b, (hlo_mark){0, 0, 0, 0}));
@@ -292,12 +292,17 @@ static void reset(graph* g) {
 
 tpu_status graph_flush(int device) {
   graph* g = graph_pending(device);
+  if (g && g->capturing)
+    return TPU_ERROR(TPU_INVALID_ARGUMENT,
+                     "a tpu value was needed on the host while a graph is being captured for "
+                     "torch.compile (a .item(), print or data-dependent branch inside the compiled "
+                     "code): move it out of the compiled function");
   if (!g || g->op_count == 0) return NULL;
   tpu_status status = run(g);
   if (status)
     status = tpu_status_annotate(status, "a fused graph of %d ops (aten::%s ... aten::%s): ",
                                  g->op_count, g->first_op, g->last_op);
-  reset(g);
+  graph_reset(g);
   return status;
 }
 

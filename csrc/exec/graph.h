@@ -7,6 +7,7 @@
 #define TPU_EXEC_GRAPH_H
 
 #include "exec/op_plan.h"
+#include "pjrt/pjrt.h"
 
 /* A storage the graph reads or writes, by first use. */
 typedef struct graph_slot {
@@ -38,10 +39,19 @@ typedef struct graph {
   int op_count;
   const char* first_op; /* static names, for error messages */
   const char* last_op;
+  bool capturing; /* a torch.compile capture: never flushed, see program.c */
 } graph;
 
-/* The device's pending fused graph, if it has recorded ops. Lock held. */
+/* The device's pending graph, if it has recorded ops. Lock held. */
 graph* graph_pending(int device);
+/* The device's pending graph, made on first use. Lock held. */
+tpu_status graph_open(int device, graph** out);
+/* Drops every recorded op, parameter and slot. Lock held. */
+void graph_reset(graph* g);
+/* The device buffer for parameter `p` (`storage` for PARAM_STORAGE); a
+ * buffer made only for this run is also handed back through out_owned. */
+tpu_status graph_param_buffer(int device, const graph_param* p, tpu_buffer* storage,
+                              struct PJRT_Buffer** out_buffer, struct PJRT_Buffer** out_owned);
 
 /* The latest flat value of t's storage (a parameter on first read). */
 hlo_value graph_storage_read(graph* g, const tpu_tensor* t);

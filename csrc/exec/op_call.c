@@ -438,7 +438,8 @@ tpu_status tpu_op_execute(tpu_op_plan* plan, const tpu_op_call* call) {
                      call->output_count, plan->output_count);
   runtime_lock();
   tpu_eager_mode mode = tpu_get_eager_mode();
-  if (mode == TPU_EAGER_FUSED) {
+  graph* pending = graph_pending(call->device);
+  if (mode == TPU_EAGER_FUSED || (pending && pending->capturing)) {
     tpu_status status = graph_record(plan, call);
     runtime_unlock();
     return status ? tpu_status_annotate(status, "aten::%s: ", call->name) : NULL;

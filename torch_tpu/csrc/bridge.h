@@ -33,6 +33,10 @@ const at::Generator& default_generator(int device);
 void next_rng_state(const std::optional<at::Generator>& generator, int device, uint64_t* seed,
                     uint64_t* offset);
 
+// Reserves `count` consecutive offsets of the device's default generator
+// (a compiled graph's random ops); (seed, first offset) come back.
+void reserve_rng_offsets(int device, uint64_t count, uint64_t* seed, uint64_t* offset);
+
 // Whether unsupported ops run on the CPU, and the per-op fallback counts.
 bool cpu_fallback_enabled();
 void set_cpu_fallback(bool enabled);

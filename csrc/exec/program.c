@@ -1,0 +1,282 @@
+/* Captured programs for torch.compile: a graph recorded once from a run of
+ * the FX graph's ops (through the same lowerings as eager), then executed
+ * with new input storages. Parameters are bound by role: an input's
+ * storage, a constant storage kept alive by the program, a value fixed at
+ * capture (scalars, view offsets), or the random state of this run. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/program_cache.h"
+#include "exec/graph.h"
+#include "exec/runtime_impl.h"
+
+typedef struct program_param {
+  graph_param bound;    /* kind, dtype and fixed value */
+  int input;            /* PARAM_STORAGE: the input it reads, or -1 */
+  tpu_buffer* constant; /* PARAM_STORAGE with no input: retained */
+  uint64_t rng_step;    /* PARAM_RNG: its offset after the run's first */
+} program_param;
+
+typedef struct program_result {
+  int input;       /* an input the graph wrote, updated in place; or -1 */
+  size_t nbytes;   /* a fresh storage's size otherwise */
+  tpu_dtype dtype; /* element type of the result */
+} program_result;
+
+typedef struct program_output {
+  int result;           /* the result it is, or -1 */
+  int input;            /* else the unchanged input it is, or -1 */
+  tpu_buffer* constant; /* else a storage it returns as is: retained */
+  size_t fresh_nbytes;  /* else a never-written storage (torch.empty): new each run */
+} program_output;
+
+struct tpu_program {
+  int device;
+  int input_count;
+  struct PJRT_LoadedExecutable* executable; /* owned by the program cache */
+  program_param* params;
+  int param_count;
+  program_result* results;
+  int result_count;
+  program_output* outputs;
+  int output_count;
+  uint64_t rng_count;
+};
+
+void tpu_program_free(tpu_program* p) {
+  if (!p) return;
+  for (int i = 0; i < p->param_count; i++) {
+    free(p->params[i].bound.list);
+    tpu_buffer_release(p->params[i].constant);
+  }
+  for (int k = 0; k < p->output_count; k++) tpu_buffer_release(p->outputs[k].constant);
+  free(p->params);
+  free(p->results);
+  free(p->outputs);
+  free(p);
+}
+
+uint64_t tpu_program_rng_count(const tpu_program* p) { return p->rng_count; }
+int tpu_program_input_count(const tpu_program* p) { return p->input_count; }
+int tpu_program_output_count(const tpu_program* p) { return p->output_count; }
+
+tpu_status tpu_capture_begin(int device) {
+  runtime_lock();
+  tpu_status status = graph_flush(device);
+  graph* g = NULL;
+  if (!status) status = graph_open(device, &g);
+  if (!status) g->capturing = true;
+  runtime_unlock();
+  return status;
+}
+
+void tpu_capture_abort(int device) {
+  runtime_lock();
+  graph* g = graph_pending(device);
+  if (g && g->capturing) {
+    g->capturing = false;
+    graph_reset(g);
+  }
+  runtime_unlock();
+}
+
+static int input_of(tpu_buffer* const* inputs, int count, const tpu_buffer* buffer) {
+  for (int i = 0; i < count; i++)
+    if (inputs[i] == buffer) return i;
+  return -1;
+}
+
+/* The program's parameters: each graph parameter by role. */
+static tpu_status bind_roles(tpu_program* p, graph* g, tpu_buffer* const* inputs, int input_count) {
+  p->params = calloc((size_t)g->param_count + 1, sizeof *p->params);
+  if (!p->params) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory capturing a graph");
+  uint64_t first = UINT64_MAX, last = 0;
+  for (int i = 0; i < g->param_count; i++) {
+    const graph_param* gp = &g->params[i];
+    if (gp->kind != PARAM_RNG) continue;
+    uint64_t offset;
+    memcpy(&offset, gp->bits + 8, sizeof offset);
+    if (offset < first) first = offset;
+    if (offset > last) last = offset;
+  }
+  p->rng_count = first == UINT64_MAX ? 0 : last - first + 1;
+  for (int i = 0; i < g->param_count; i++, p->param_count++) {
+    program_param* pp = &p->params[i];
+    pp->bound = g->params[i];
+    g->params[i].list = NULL; /* moved */
+    pp->input = -1;
+    if (pp->bound.kind == PARAM_STORAGE) {
+      tpu_buffer* buffer = g->slots[pp->bound.slot].buffer;
+      pp->input = input_of(inputs, input_count, buffer);
+      if (pp->input < 0) {
+        pp->constant = buffer;
+        tpu_buffer_retain(buffer);
+      }
+    } else if (pp->bound.kind == PARAM_RNG) {
+      uint64_t offset;
+      memcpy(&offset, pp->bound.bits + 8, sizeof offset);
+      pp->rng_step = offset - first;
+    }
+  }
+  return NULL;
+}
+
+/* Results: every written slot that is an output's storage or an input. */
+static tpu_status bind_results(tpu_program* p, graph* g, tpu_buffer* const* inputs, int input_count,
+                               tpu_buffer* const* outputs, int output_count, hlo_value* values) {
+  int* slot_result = malloc(((size_t)g->slot_count + 1) * sizeof *slot_result);
+  if (!slot_result) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory capturing a graph");
+  for (int s = 0; s < g->slot_count; s++) {
+    const graph_slot* slot = &g->slots[s];
+    slot_result[s] = -1;
+    if (!slot->written) continue;
+    int input = input_of(inputs, input_count, slot->buffer);
+    if (input < 0 && input_of(outputs, output_count, slot->buffer) < 0) continue;
+    p->results[p->result_count] = (program_result){input, slot->buffer->nbytes, slot->dtype};
+    slot_result[s] = p->result_count;
+    values[p->result_count++] = slot->value;
+  }
+  for (int k = 0; k < output_count; k++, p->output_count++) {
+    program_output* o = &p->outputs[k];
+    *o = (program_output){-1, -1, NULL, 0};
+    const tpu_buffer* b = outputs[k];
+    if (b->graph_slot && slot_result[b->graph_slot - 1] >= 0) {
+      o->result = slot_result[b->graph_slot - 1];
+    } else if ((o->input = input_of(inputs, input_count, b)) >= 0) {
+    } else if (!b->pjrt) {
+      o->fresh_nbytes = b->nbytes;
+    } else {
+      o->constant = outputs[k];
+      tpu_buffer_retain(o->constant);
+    }
+  }
+  free(slot_result);
+  return NULL;
+}
+
+tpu_status tpu_capture_end(int device, tpu_buffer* const* inputs, int input_count,
+                           tpu_buffer* const* outputs, int output_count, tpu_program** out_program) {
+  *out_program = NULL;
+  runtime_lock();
+  graph* g = graph_pending(device);
+  if (!g || !g->capturing) {
+    runtime_unlock();
+    return TPU_ERROR(TPU_INVALID_ARGUMENT, "no graph is being captured on tpu:%d", device);
+  }
+  g->capturing = false;
+  tpu_program* p = calloc(1, sizeof *p);
+  size_t slots = (size_t)g->slot_count + 1;
+  hlo_value* values = malloc(slots * sizeof *values);
+  tpu_status status = NULL;
+  if (p) {
+    p->results = calloc(slots, sizeof *p->results);
+    p->outputs = calloc((size_t)output_count + 1, sizeof *p->outputs);
+  }
+  if (!p || !values || !p->results || !p->outputs)
+    status = TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory capturing a graph");
+  if (!status) {
+    p->device = device;
+    p->input_count = input_count;
+    status = bind_roles(p, g, inputs, input_count);
+  }
+  if (!status) status = bind_results(p, g, inputs, input_count, outputs, output_count, values);
+  char* text = NULL;
+  size_t size = 0;
+  if (!status) status = hlo_builder_finish(g->b, values, p->result_count, &text, &size);
+  bool compiled = false;
+  if (!status) status = program_cache_get(runtime_pjrt(), text, size, &p->executable, &compiled);
+  if (!status && !compiled) tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
+  free(text);
+  free(values);
+  graph_reset(g);
+  runtime_unlock();
+  if (status) {
+    tpu_program_free(p);
+    return tpu_status_annotate(status, "capturing a graph for torch.compile: ");
+  }
+  *out_program = p;
+  return NULL;
+}
+
+static tpu_status check_inputs(const tpu_program* p, tpu_buffer* const* inputs, int input_count) {
+  if (input_count != p->input_count)
+    return TPU_ERROR(TPU_INVALID_ARGUMENT, "a compiled graph takes %d inputs, got %d", p->input_count,
+                     input_count);
+  for (int i = 0; i < p->param_count; i++) {
+    const program_param* pp = &p->params[i];
+    if (pp->bound.kind != PARAM_STORAGE || pp->input < 0) continue;
+    const tpu_buffer* b = inputs[pp->input];
+    if (!b || b->device != p->device)
+      return TPU_ERROR(TPU_INVALID_ARGUMENT, "input %d of a compiled graph is not on tpu:%d",
+                       pp->input, p->device);
+  }
+  return NULL;
+}
+
+static tpu_buffer* param_storage(const tpu_program* p, const program_param* pp, tpu_buffer* const* inputs) {
+  return pp->input >= 0 ? inputs[pp->input] : pp->constant;
+}
+
+tpu_status tpu_program_run(tpu_program* p, tpu_buffer* const* inputs, int input_count,
+                           uint64_t rng_seed, uint64_t rng_offset, tpu_buffer** out_outputs) {
+  for (int k = 0; k < p->output_count; k++) out_outputs[k] = NULL;
+  TPU_RETURN_IF_ERROR(check_inputs(p, inputs, input_count));
+  struct PJRT_Buffer** args = calloc((size_t)p->param_count + 1, sizeof *args);
+  struct PJRT_Buffer** owned = calloc((size_t)p->param_count + 1, sizeof *owned);
+  struct PJRT_Buffer** results = calloc((size_t)p->result_count + 1, sizeof *results);
+  tpu_buffer** fresh = calloc((size_t)p->result_count + 1, sizeof *fresh);
+  tpu_status status = args && owned && results && fresh
+                          ? NULL
+                          : TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory running a compiled graph");
+  for (int m = 0; !status && m < p->result_count; m++)
+    if (p->results[m].input < 0) status = tpu_buffer_create(p->device, p->results[m].nbytes, &fresh[m]);
+  runtime_lock();
+  /* Pending fused ops may write this program's inputs. */
+  if (!status) status = graph_flush(p->device);
+  int made = 0;
+  for (; !status && made < p->param_count; made++) {
+    const program_param* pp = &p->params[made];
+    graph_param bound = pp->bound;
+    if (bound.kind == PARAM_RNG) {
+      uint64_t state[2] = {rng_seed, rng_offset + pp->rng_step};
+      memcpy(bound.bits, state, sizeof state);
+    }
+    status = graph_param_buffer(p->device, &bound, param_storage(p, pp, inputs), &args[made], &owned[made]);
+  }
+  if (!status)
+    status = tpu_pjrt_execute(runtime_pjrt(), p->executable, p->device, args, (size_t)p->param_count,
+                              results, (size_t)p->result_count);
+  if (!status) {
+    tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
+    for (int m = 0; m < p->result_count; m++) {
+      tpu_buffer* target = p->results[m].input >= 0 ? inputs[p->results[m].input] : fresh[m];
+      buffer_replace(target, results[m], p->results[m].dtype);
+      target->writer = "a compiled graph";
+    }
+  }
+  for (int i = 0; i < made && owned; i++) tpu_pjrt_buffer_destroy(runtime_pjrt(), owned[i]);
+  runtime_unlock();
+  for (int k = 0; !status && k < p->output_count; k++) {
+    const program_output* o = &p->outputs[k];
+    tpu_buffer* b = o->result >= 0 ? (p->results[o->result].input >= 0 ? inputs[p->results[o->result].input]
+                                                                        : fresh[o->result])
+                    : o->input >= 0 ? inputs[o->input]
+                                    : o->constant;
+    if (b) {
+      tpu_buffer_retain(b);
+      out_outputs[k] = b;
+    } else {
+      status = tpu_buffer_create(p->device, o->fresh_nbytes, &out_outputs[k]);
+    }
+  }
+  for (int k = 0; status && k < p->output_count; k++) {
+    tpu_buffer_release(out_outputs[k]);
+    out_outputs[k] = NULL;
+  }
+  for (int m = 0; fresh && m < p->result_count; m++) tpu_buffer_release(fresh[m]);
+  free(args);
+  free(owned);
+  free(results);
+  free(fresh);
+  return status;
+}

@@ -1,0 +1,144 @@
+"""torch.compile(backend="tpu").
+
+Dynamo hands the backend an FX graph; AOTAutograd (with PyTorch's core ATen
+decompositions) splits it into forward and backward graphs of ATen ops.
+Each of those is captured once per input signature: its nodes run through
+the same dispatcher path and C lowerings as eager ops, but the C runtime
+records them into one StableHLO program instead of running them. Later
+calls with the same signature run that program: one PJRT execution per
+graph, compiled through the same memory and disk caches as eager programs.
+
+Every tensor of a captured graph lives on the tpu: CPU tensors among the
+inputs (an optimizer's step counter, say) are copied over, `device=cpu`
+arguments become tpu, and outputs the graph declares on the CPU are copied
+back after the run.
+"""
+import torch
+import torch.fx
+from torch._decomp import core_aten_decompositions
+from torch._dynamo.backends.common import aot_autograd
+
+from . import _C
+
+_TPU = "tpu"
+
+
+def _storage_key(t):
+    return t.untyped_storage().data_ptr()
+
+
+def _signature(args):
+    """What a captured program depends on: each tensor's dtype, device, view
+    layout and storage size, which inputs share a storage, and the values
+    of non-tensor inputs."""
+    key = []
+    first_seen = {}
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            storage = _storage_key(a)
+            key.append((a.dtype, a.device.type, tuple(a.shape), a.stride(), a.storage_offset(),
+                        a.untyped_storage().nbytes(), first_seen.setdefault((a.device.type, storage),
+                                                                            len(first_seen))))
+        else:
+            key.append((type(a), a))
+    return tuple(key)
+
+
+def _on_tpu(value):
+    if isinstance(value, torch.device) and value.type == "cpu":
+        return torch.device(_TPU, _C._current_device())
+    if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+        return value.to(_TPU)
+    return value
+
+
+class _TpuInterpreter(torch.fx.Interpreter):
+    """Runs graph nodes with every tensor on the tpu (see the module doc)."""
+
+    def call_function(self, target, args, kwargs):
+        args = torch.fx.node.map_aggregate(args, _on_tpu)
+        kwargs = torch.fx.node.map_aggregate(kwargs, _on_tpu)
+        return super().call_function(target, args, kwargs)
+
+    def get_attr(self, target, args, kwargs):
+        return torch.fx.node.map_aggregate(super().get_attr(target, args, kwargs), _on_tpu)
+
+
+class _Captured:
+    """One captured program: its outputs' places in the graph's result."""
+
+    def __init__(self, program, template, tensor_slots, cpu_slots):
+        self.program = program
+        self.template = template          # the graph's outputs, tensors as None
+        self.tensor_slots = tensor_slots  # where the program's outputs go
+        self.cpu_slots = cpu_slots        # outputs the graph declares on the CPU
+
+
+class CompiledGraph:
+    """An AOTAutograd forward or backward graph, run as captured programs,
+    one per input signature."""
+
+    def __init__(self, gm):
+        # May be called with one list of inputs, which it frees. An instance
+        # attribute, so the wrappers dynamo adds (functools.wraps) keep it.
+        self._boxed_call = True
+        self.gm = gm
+        self.programs = {}
+        self.cpu_outputs = self._cpu_outputs(gm)
+
+    @staticmethod
+    def _cpu_outputs(gm):
+        out = [n for n in gm.graph.nodes if n.op == "output"][0]
+        values = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+        cpu = set()
+        for i, v in enumerate(values):
+            val = v.meta.get("val") if isinstance(v, torch.fx.Node) else None
+            if isinstance(val, torch.Tensor) and val.device.type == "cpu":
+                cpu.add(i)
+        return cpu
+
+    def __call__(self, *args):
+        if len(args) == 1 and isinstance(args[0], list):
+            boxed = args[0]
+            args = list(boxed)
+            boxed.clear()
+        key = _signature(args)
+        inputs = [_on_tpu(a) for a in args if isinstance(a, torch.Tensor)]
+        captured = self.programs.get(key)
+        if captured is None:
+            captured = self.programs[key] = self._capture(args, inputs)
+        del args
+        outs = captured.program.run(inputs)
+        result = list(captured.template)
+        for slot, t in zip(captured.tensor_slots, outs):
+            result[slot] = t.cpu() if slot in captured.cpu_slots else t
+        return result
+
+    def _capture(self, args, inputs):
+        device = inputs[0].device.index if inputs and inputs[0].device.index is not None else _C._current_device()
+        tensors = iter(inputs)
+        run_args = [next(tensors) if isinstance(a, torch.Tensor) else a for a in args]
+        _C._capture_begin(device)
+        try:
+            outs = _TpuInterpreter(self.gm).run(*run_args)
+        except BaseException:
+            _C._capture_abort(device)
+            raise
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        slots = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor)]
+        template = [None if isinstance(o, torch.Tensor) else o for o in outs]
+        program = _C._capture_end(device, inputs, [outs[i] for i in slots])
+        return _Captured(program, template, slots, self.cpu_outputs)
+
+
+def _compile_graph(gm, example_inputs):
+    return CompiledGraph(gm)
+
+
+def tpu_backend(gm, example_inputs, **kwargs):
+    """The "tpu" backend (found by dynamo through the torch_dynamo_backends
+    entry point, so importing torch_tpu stays cheap)."""
+    return aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
+                        inference_compiler=_compile_graph,
+                        decompositions=core_aten_decompositions())(gm, example_inputs, **kwargs)
+
