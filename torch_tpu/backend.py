@@ -67,11 +67,13 @@ class _TpuInterpreter(torch.fx.Interpreter):
 class _Captured:
     """One captured program: its outputs' places in the graph's result."""
 
-    def __init__(self, program, template, tensor_slots, cpu_slots):
+    def __init__(self, program, template, tensor_slots, cpu_slots, cpu_inputs):
         self.program = program
         self.template = template          # the graph's outputs, tensors as None
         self.tensor_slots = tensor_slots  # where the program's outputs go
         self.cpu_slots = cpu_slots        # outputs the graph declares on the CPU
+        # CPU inputs the graph updates in place: written back after each run.
+        self.cpu_written = [i for i in program.written_inputs() if i in cpu_inputs]
 
 
 class CompiledGraph:
@@ -103,12 +105,15 @@ class CompiledGraph:
             args = list(boxed)
             boxed.clear()
         key = _signature(args)
-        inputs = [_on_tpu(a) for a in args if isinstance(a, torch.Tensor)]
+        given = [a for a in args if isinstance(a, torch.Tensor)]
+        inputs = [_on_tpu(a) for a in given]
         captured = self.programs.get(key)
         if captured is None:
             captured = self.programs[key] = self._capture(args, inputs)
         del args
         outs = captured.program.run(inputs)
+        for i in captured.cpu_written:
+            given[i].copy_(inputs[i])
         result = list(captured.template)
         for slot, t in zip(captured.tensor_slots, outs):
             result[slot] = t.cpu() if slot in captured.cpu_slots else t
@@ -128,7 +133,9 @@ class CompiledGraph:
         slots = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor)]
         template = [None if isinstance(o, torch.Tensor) else o for o in outs]
         program = _C._capture_end(device, inputs, [outs[i] for i in slots])
-        return _Captured(program, template, slots, self.cpu_outputs)
+        cpu_inputs = {i for i, a in enumerate(a for a in args if isinstance(a, torch.Tensor))
+                      if a.device.type == "cpu"}
+        return _Captured(program, template, slots, self.cpu_outputs, cpu_inputs)
 
 
 def _compile_graph(gm, example_inputs):
@@ -138,7 +145,11 @@ def _compile_graph(gm, example_inputs):
 def tpu_backend(gm, example_inputs, **kwargs):
     """The "tpu" backend (found by dynamo through the torch_dynamo_backends
     entry point, so importing torch_tpu stays cheap)."""
+    # Inference graphs (an optimizer step runs under no_grad) keep their
+    # in-place updates of inputs: the program writes those storages itself,
+    # instead of returning new values for an eager copy_ per tensor.
     return aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
                         inference_compiler=_compile_graph,
-                        decompositions=core_aten_decompositions())(gm, example_inputs, **kwargs)
+                        decompositions=core_aten_decompositions(),
+                        keep_inference_input_mutations=True)(gm, example_inputs, **kwargs)
 

@@ -58,6 +58,12 @@ void tpu_program_free(tpu_program* p) {
 
 uint64_t tpu_program_rng_count(const tpu_program* p) { return p->rng_count; }
 int tpu_program_input_count(const tpu_program* p) { return p->input_count; }
+
+bool tpu_program_writes_input(const tpu_program* p, int index) {
+  for (int m = 0; m < p->result_count; m++)
+    if (p->results[m].input == index) return true;
+  return false;
+}
 int tpu_program_output_count(const tpu_program* p) { return p->output_count; }
 
 tpu_status tpu_capture_begin(int device) {

@@ -77,6 +77,13 @@ class Program {
     return tensors;
   }
 
+  std::vector<int> written_inputs() const {
+    std::vector<int> out;
+    for (int i = 0; i < tpu_program_input_count(program_); i++)
+      if (tpu_program_writes_input(program_, i)) out.push_back(i);
+    return out;
+  }
+
  private:
   tpu_program* program_;
   int device_;
@@ -107,7 +114,7 @@ std::unique_ptr<Program> capture_end(int device, const std::vector<at::Tensor>& 
 }  // namespace
 
 void register_program(py::module& m) {
-  py::class_<Program>(m, "_Program").def("run", &Program::run);
+  py::class_<Program>(m, "_Program").def("run", &Program::run).def("written_inputs", &Program::written_inputs);
   m.def("_capture_begin", &capture_begin);
   m.def("_capture_end", &capture_end);
   m.def("_capture_abort", [](int device) { tpu_capture_abort(device); });
