@@ -162,6 +162,35 @@ tpu_status tpu_sync(int device);
 /* Ops recorded and not yet run on `device`. */
 int tpu_pending_op_count(int device);
 
+/* ---- captured programs (torch.compile) ---- */
+
+/* A graph of op calls captured once and run many times as one program. */
+typedef struct tpu_program tpu_program;
+
+/* Records every op on `device` into a new graph, whatever the eager mode,
+ * after running pending fused ops. Nothing runs until tpu_program_run; a
+ * host read of a captured value fails. */
+tpu_status tpu_capture_begin(int device);
+/* Ends the capture: reads of the storages of `inputs` become the program's
+ * parameters (other storages it read are kept as constants), and the
+ * storages of `outputs` its results. Drops the capture on error. */
+tpu_status tpu_capture_end(int device, tpu_buffer* const* inputs, int input_count,
+                           tpu_buffer* const* outputs, int output_count, tpu_program** out_program);
+void tpu_capture_abort(int device);
+/* Runs the program on new input storages (same sizes and dtypes as at
+ * capture). Hands back one new reference per output: a fresh storage, or an
+ * input's own when the output is that input. Inputs the graph wrote are
+ * updated in place. Random ops draw (seed, offset + k) for k below
+ * tpu_program_rng_count. */
+tpu_status tpu_program_run(tpu_program* program, tpu_buffer* const* inputs, int input_count,
+                           uint64_t rng_seed, uint64_t rng_offset, tpu_buffer** out_outputs);
+uint64_t tpu_program_rng_count(const tpu_program* program);
+/* Whether a run writes input `index` in place. */
+bool tpu_program_writes_input(const tpu_program* program, int index);
+int tpu_program_input_count(const tpu_program* program);
+int tpu_program_output_count(const tpu_program* program);
+void tpu_program_free(tpu_program* program); /* accepts NULL */
+
 /* ---- metrics ---- */
 
 typedef enum tpu_counter {

@@ -179,6 +179,15 @@ void next_rng_state(const std::optional<at::Generator>& generator, int device, u
   *offset = impl->offset_++;
 }
 
+void reserve_rng_offsets(int device, uint64_t count, uint64_t* seed, uint64_t* offset) {
+  at::Generator g = default_generator(device);
+  std::lock_guard<std::mutex> lock(g.mutex());
+  auto* impl = g.get<TpuGenerator>();
+  *seed = impl->seed_;
+  *offset = impl->offset_;
+  impl->offset_ += count;
+}
+
 bool cpu_fallback_enabled() { return fallback_enabled.load(); }
 void set_cpu_fallback(bool enabled) { fallback_enabled.store(enabled); }
 

@@ -110,7 +110,12 @@ void synchronize(int device) {
 }  // namespace
 }  // namespace torch_tpu
 
+namespace torch_tpu {
+void register_program(py::module& m);  // program.cpp
+}
+
 PYBIND11_MODULE(_C, m) {
+  torch_tpu::register_program(m);
   using namespace torch_tpu;
   m.def("_init", &init);
   m.def("_runtime_info", &runtime_info);
