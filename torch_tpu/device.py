@@ -2,6 +2,7 @@
 import torch
 
 from . import _C
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 
 def is_available():
@@ -32,7 +33,8 @@ def set_device(device):
 
 
 def synchronize(device=None):
-    """Waits for every op enqueued on the device; raises the first error."""
+    """Runs the device's pending fused ops and waits for every op enqueued
+    on it; raises the first error."""
     _C._synchronize(_index(device))
 
 

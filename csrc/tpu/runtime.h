@@ -244,6 +244,33 @@ tpu_status tpu_cache_clear(void);
 /* Blocks until all work enqueued on `device` is done; returns its first error. */
 tpu_status tpu_device_synchronize(int device);
 
+/* ---- events ---- */
+
+/* A point in a device's work, as a CUDA event is. Recording one runs the
+ * device's pending fused ops and marks all work enqueued on the device so
+ * far; the event is complete when that work is. A device has one in-order
+ * queue that all its streams share, so waiting on an event orders nothing
+ * that was not ordered already. */
+typedef struct tpu_event tpu_event;
+
+/* Hands back an unrecorded event (complete, no time) through out_event. */
+tpu_status tpu_event_create(bool enable_timing, tpu_event** out_event);
+/* Accepts NULL. Work the event waits on goes on without it. */
+void tpu_event_destroy(tpu_event* event);
+/* Marks the work enqueued on `device` until now, replacing any earlier mark. */
+tpu_status tpu_event_record(tpu_event* event, int device);
+/* Whether the marked work is done (true if never recorded); the work's
+ * first error if it failed. */
+tpu_status tpu_event_query(tpu_event* event, bool* out_done);
+/* Blocks until the marked work is done; returns its first error. */
+tpu_status tpu_event_synchronize(tpu_event* event);
+/* Milliseconds from the completion of start's work to that of end's; both
+ * must be recorded with timing enabled and complete. The completion time
+ * is when the last marked buffer became ready, or the record time when
+ * all of them already were. */
+tpu_status tpu_event_elapsed_ms(tpu_event* start, tpu_event* end, double* out_ms);
+int tpu_event_device(const tpu_event* event); /* -1 until recorded */
+
 #ifdef __cplusplus
 }
 #endif

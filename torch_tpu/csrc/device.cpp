@@ -10,6 +10,7 @@
 #include <random>
 
 #include "bridge.h"
+#include "stream.h"
 
 namespace torch_tpu {
 namespace {
@@ -40,7 +41,8 @@ TpuAllocator tpu_allocator;
 // deepcopy of tpu tensors).
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &tpu_allocator);
 
-struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
+// Stream and event hooks come from TpuStreamGuardImpl (stream.cpp).
+struct TpuGuard final : TpuStreamGuardImpl {
   c10::DeviceType type() const override { return kTpu; }
   c10::Device exchangeDevice(c10::Device d) const override {
     c10::Device old = getDevice();
@@ -56,10 +58,6 @@ struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     if (d.index() >= 0) current_index = d.index();
   }
-  c10::Stream getStream(c10::Device d) const noexcept override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
-  }
-  c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(tpu_device_count());
   }

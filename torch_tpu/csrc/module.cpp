@@ -1,8 +1,11 @@
 // torch_tpu._C: the Python entry points of the runtime (init, device facts,
-// memory, counters, RNG state, CPU fallback switch, eager modes, diagnostics).
+// memory, counters, RNG state, CPU fallback switch, eager modes, diagnostics,
+// current streams).
+#include <torch/csrc/Event.h>
 #include <torch/extension.h>
 
 #include "bridge.h"
+#include "stream.h"
 
 namespace torch_tpu {
 namespace {
@@ -142,4 +145,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_eager_mode", &eager_mode);
   m.def("_sync", &sync_device);
   m.def("_pending_op_count", [](int d) { check_device_index(d); return tpu_pending_op_count(d); });
+  m.def("_current_stream", [](int d) {
+    c10::Stream s = current_stream(d);
+    return py::make_tuple(s.id(), s.device_index(), static_cast<int>(s.device_type()));
+  });
+  // torch.Event.elapsed_time accepts only exact torch.Event objects; this
+  // also takes torch.tpu.Event, its subclass.
+  m.def("_event_elapsed_time", [](py::handle start, py::handle end) {
+    TORCH_CHECK_TYPE(THPEvent_Check(start.ptr()) && THPEvent_Check(end.ptr()),
+                     "elapsed_time expects two torch.Event objects");
+    return reinterpret_cast<THPEvent*>(start.ptr())->event.elapsedTime(
+        reinterpret_cast<THPEvent*>(end.ptr())->event);
+  });
+  m.def("_set_stream", [](int64_t id, int d, int type) {
+    set_current_stream(c10::Stream::unpack3(id, static_cast<c10::DeviceIndex>(d), static_cast<c10::DeviceType>(type)));
+  });
 }
