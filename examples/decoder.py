@@ -136,11 +136,9 @@ class Decoder(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.dim)
         self.layers = nn.ModuleList(Layer(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        # Tied: the output projection reads the embedding matrix itself rather
-        # than sharing one Parameter between two modules, a tie that
-        # Module.to() keeps only for backends PyTorch lists as "dense" (a
-        # PrivateUse1 device like tpu is not one of them in torch 2.13).
-        self.lm_head = None if cfg.tie_embeddings else nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:  # one Parameter in both modules
+            self.lm_head.weight = self.embed.weight
         for name, p in self.named_parameters():
             if p.dim() == 2:
                 nn.init.normal_(p, std=0.02)
@@ -165,7 +163,7 @@ class Decoder(nn.Module):
         for layer in self.layers:
             x = layer(x, cos, sin, positions, cache)
         x = self.norm(x)
-        return F.linear(x, self.embed.weight) if self.lm_head is None else self.lm_head(x)
+        return self.lm_head(x)
 
     @torch.no_grad()
     def generate(self, prompt, new_tokens, temperature=0.0, top_k=None):

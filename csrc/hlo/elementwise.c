@@ -131,6 +131,9 @@ hlo_value hlo_bitcast_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype) {
   if (tpu_dtype_size(t.dtype) != tpu_dtype_size(dtype))
     return hlo_fail(b, TPU_INVALID_ARGUMENT, "cannot reinterpret %s as %s: sizes differ",
                     tpu_dtype_name(t.dtype), tpu_dtype_name(dtype));
+  /* bool is i1 in StableHLO, which bitcasts to nothing; a bool byte holds
+   * 0 or 1, so converting is the same reinterpretation. */
+  const char* op = t.dtype == TPU_BOOL || dtype == TPU_BOOL ? "stablehlo.convert" : "stablehlo.bitcast_convert";
   t.dtype = dtype;
-  return emit_op(b, "stablehlo.bitcast_convert", &x, 1, NULL, t);
+  return emit_op(b, op, &x, 1, NULL, t);
 }

@@ -44,6 +44,18 @@ void tpu_buffer_release(tpu_buffer* buffer); /* accepts NULL; frees at zero */
 size_t tpu_buffer_nbytes(const tpu_buffer* buffer);
 int tpu_buffer_device(const tpu_buffer* buffer);
 
+/* Whole-storage byte copies, for PyTorch's untyped storage copies (deepcopy,
+ * torch.save, torch.load). The bytes are those of the element type the
+ * storage was last written as; both sides have buffer's nbytes. A copy
+ * between buffers (same device and size) gives dst src's element type. */
+tpu_status tpu_buffer_copy(tpu_buffer* dst, tpu_buffer* src);
+tpu_status tpu_buffer_to_host(tpu_buffer* src, void* dst);
+/* Stored as uint8 unless dst already holds another element type. */
+tpu_status tpu_buffer_from_host(tpu_buffer* dst, const void* src);
+/* A tensor of `dtype` is placed on the storage: bytes stored as uint8 are
+ * reinterpreted as a wider `dtype`; otherwise nothing changes. */
+tpu_status tpu_buffer_retype(tpu_buffer* buffer, tpu_dtype dtype);
+
 /* Live bytes of device storage per device, and the peak since reset. */
 int64_t tpu_memory_allocated(int device);
 int64_t tpu_memory_peak(int device);

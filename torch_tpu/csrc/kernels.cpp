@@ -45,6 +45,8 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::opti
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), type);
 }
 
+tpu_buffer* buffer_of(const c10::Storage& storage) { return static_cast<tpu_buffer*>(storage.data_ptr().get()); }
+
 // Copies the first `numel` elements of one storage into a new, larger one.
 void copy_storage_prefix(tpu_buffer* from, tpu_buffer* to, at::ScalarType type, int64_t numel) {
   tpu_tensor src{from, to_tpu_dtype(type, "resize_"), 1, {numel}, {1}, 0};
@@ -66,8 +68,7 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
     c10::DataPtr grown = allocator()->allocate(needed);
     size_t old_bytes = storage.nbytes();
     if (old_bytes >= item)
-      copy_storage_prefix(static_cast<tpu_buffer*>(storage.data_ptr().get()),
-                          static_cast<tpu_buffer*>(grown.get()), self.scalar_type(),
+      copy_storage_prefix(buffer_of(storage), static_cast<tpu_buffer*>(grown.get()), self.scalar_type(),
                           static_cast<int64_t>(old_bytes / item));
     storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(grown));
     storage.unsafeGetStorageImpl()->set_nbytes(needed);
@@ -76,8 +77,17 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
   return self;
 }
 
+// A uint8 tensor over all of its storage: how PyTorch copies an untyped
+// storage, whatever element type the storage holds.
+bool is_storage_bytes(const at::Tensor& t) {
+  return t.scalar_type() == at::kByte && t.storage_offset() == 0 && t.is_contiguous() &&
+         static_cast<size_t>(t.numel()) == t.storage().nbytes();
+}
+
 at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, at::IntArrayRef size,
                         at::IntArrayRef stride) {
+  // Bytes copied in by storage (torch.load) take the tensor's element type.
+  if (source.nbytes() > 0) check(tpu_buffer_retype(buffer_of(source), to_tpu_dtype(self.scalar_type(), "set_")));
   self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(source));
   self.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
   return self;
@@ -93,11 +103,16 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
 }
 
 // Copies between tpu and host, or within tpu (an op program that converts
-// dtype and broadcasts), for every layout on either side.
+// dtype and broadcasts), for every layout on either side; whole storages
+// byte for byte.
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   if (self.numel() == 0) return self;
   bool to_tpu = self.device().type() == kTpu, from_tpu = src.device().type() == kTpu;
   if (to_tpu && from_tpu && self.device() == src.device()) {
+    if (is_storage_bytes(self) && is_storage_bytes(src)) {
+      check(tpu_buffer_copy(buffer_of(self.storage()), buffer_of(src.storage())));
+      return self;
+    }
     tpu_tensor src_view = to_tpu_tensor(src, "copy_");
     tpu_tensor dst_view = to_tpu_tensor(self, "copy_");
     check(tpu_tensor_copy(&dst_view, &src_view));
@@ -105,14 +120,22 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   }
   if (to_tpu) {
     at::Tensor host = src.to(at::kCPU).to(self.scalar_type()).expand_as(self).contiguous();
+    if (is_storage_bytes(self)) {
+      check(tpu_buffer_from_host(buffer_of(self.storage()), host.data_ptr()));
+      return self;
+    }
     tpu_tensor dst = to_tpu_tensor(self, "copy_");
     check(tpu_tensor_from_host(&dst, host.data_ptr()));
     return self;
   }
   TORCH_CHECK(from_tpu, "copy_: neither side is a tpu tensor");
   at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
-  tpu_tensor view = to_tpu_tensor(src, "copy_");
-  check(tpu_tensor_to_host(&view, host.data_ptr()));
+  if (is_storage_bytes(src)) {
+    check(tpu_buffer_to_host(buffer_of(src.storage()), host.data_ptr()));
+  } else {
+    tpu_tensor view = to_tpu_tensor(src, "copy_");
+    check(tpu_tensor_to_host(&view, host.data_ptr()));
+  }
   self.copy_(host);
   return self;
 }
@@ -126,6 +149,22 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   if (!dst.sizes().equals(self.sizes())) dst.resize_(self.sizes());
   return copy_from(self, dst, false);
+}
+
+// Module.to("tpu") swaps a parameter's data in place, so weights tied
+// across modules stay one Parameter, only where this is true. PyTorch's
+// own answer (c10/core/TensorImpl.h) is "the same keys, or both dense on a
+// backend it lists"; its list leaves PrivateUse1 to answer for itself.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](c10::DispatchKeySet keys) {
+    using c10::BackendComponent;
+    constexpr auto backends = c10::DispatchKeySet(
+        {BackendComponent::CPUBit, BackendComponent::CUDABit, BackendComponent::MPSBit, BackendComponent::HIPBit,
+         BackendComponent::XPUBit, BackendComponent::HPUBit, BackendComponent::MTIABit,
+         BackendComponent::PrivateUse1Bit});
+    return keys.has_any(c10::DispatchKeySet(c10::DispatchKey::Dense)) && keys.has_any(backends);
+  };
+  return self.key_set() == from.key_set() || (dense(self.key_set()) && dense(from.key_set()));
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
@@ -154,6 +193,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   // convolution's own kernels send other devices to convolution_overrideable,
   // which has no meta kernel; these two do, so they go to the fallback.
   m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
