@@ -13,17 +13,12 @@ torch.accelerator's stream functions use the same implementation."""
 import torch
 
 from . import _C
+from . import device as _device  # the torch.tpu module; it imports this one
 
 
 def _tpu_device(device):
     """A torch.device of type tpu with an index (None: the current one)."""
-    if device is None or isinstance(device, int):
-        index = _C._current_device() if device is None else device
-        return torch.device("tpu", index)
-    device = torch.device(device)
-    if device.type != "tpu":
-        raise ValueError(f"expected a tpu device, got {device}")
-    return device if device.index is not None else torch.device("tpu", _C._current_device())
+    return torch.device("tpu", _device._index(device))
 
 
 def _check_tpu_stream(stream, what):

@@ -25,6 +25,21 @@ static square make_square(float fill) {
   return s;
 }
 
+/* Element [0][0], read on the host (a sync point). */
+static float corner(const square* s) {
+  float value = 0;
+  tpu_tensor one = s->t;
+  one.rank = 0;
+  CHECK_OK(tpu_tensor_to_host(&one, &value));
+  return value;
+}
+
+static void release(square* a, square* b, square* c) {
+  tpu_buffer_release(a->buffer);
+  tpu_buffer_release(b->buffer);
+  tpu_buffer_release(c->buffer);
+}
+
 /* out = a @ b, enqueued (or recorded, in fused mode). */
 static void enqueue_mm(const square* a, const square* b, square* out) {
   tpu_arg args[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = a->t}, {.kind = TPU_ARG_TENSOR, .u.tensor = b->t}};
@@ -79,11 +94,7 @@ static void test_elapsed_time_of_a_matmul(void) {
   CHECK_OK(tpu_event_elapsed_ms(start, end, &ms));
   printf("4 matmuls of %dx%d: %.2f ms\n", N, N, ms);
   CHECK(ms > 0.1 && ms < 60000);
-  float corner = 0;
-  tpu_tensor one = c.t;
-  one.rank = 0;
-  CHECK_OK(tpu_tensor_to_host(&one, &corner));
-  CHECK(corner == 2.0f * N);
+  CHECK(corner(&c) == 2.0f * N);
 
   /* An event without timing measures nothing. */
   tpu_event* plain = NULL;
@@ -101,9 +112,7 @@ static void test_elapsed_time_of_a_matmul(void) {
   CHECK_OK(tpu_device_synchronize(0));
   tpu_event_destroy(start);
   tpu_event_destroy(end);
-  tpu_buffer_release(a.buffer);
-  tpu_buffer_release(b.buffer);
-  tpu_buffer_release(c.buffer);
+  release(&a, &b, &c);
 }
 
 static void test_record_runs_pending_fused_ops(void) {
@@ -120,15 +129,9 @@ static void test_record_runs_pending_fused_ops(void) {
   CHECK_OK(tpu_event_query(e, &done));
   CHECK(done);
   CHECK_OK(tpu_set_eager_mode(TPU_EAGER_STRICT));
-  float corner = 0;
-  tpu_tensor one = c.t;
-  one.rank = 0;
-  CHECK_OK(tpu_tensor_to_host(&one, &corner));
-  CHECK(corner == 3.0f * N);
+  CHECK(corner(&c) == 3.0f * N);
   tpu_event_destroy(e);
-  tpu_buffer_release(a.buffer);
-  tpu_buffer_release(b.buffer);
-  tpu_buffer_release(c.buffer);
+  release(&a, &b, &c);
 }
 
 int main(void) {
