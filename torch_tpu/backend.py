@@ -123,12 +123,17 @@ class CompiledGraph:
         device = inputs[0].device.index if inputs and inputs[0].device.index is not None else _C._current_device()
         tensors = iter(inputs)
         run_args = [next(tensors) if isinstance(a, torch.Tensor) else a for a in args]
+        # Capturing draws random offsets for nothing: put the generator back,
+        # so the first run draws what any later run from that state would.
+        rng_state = torch.tpu.get_rng_state(device)
         _C._capture_begin(device)
         try:
             outs = _TpuInterpreter(self.gm).run(*run_args)
         except BaseException:
             _C._capture_abort(device)
             raise
+        finally:
+            torch.tpu.set_rng_state(rng_state, device)
         outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
         slots = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor)]
         template = [None if isinstance(o, torch.Tensor) else o for o in outs]

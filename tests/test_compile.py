@@ -1,0 +1,183 @@
+"""torch.compile(backend="tpu") against eager tpu and PyTorch's CPU backend:
+forward, backward and optimizer steps, in-place updates of inputs, random
+ops, new shapes, graph breaks and errors. Tolerances are float32's (see
+parity.py) unless stated."""
+import copy
+
+import pytest
+import torch
+import torch._dynamo
+
+import torch_tpu
+from parity import assert_close
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def mlp(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(12, 24), torch.nn.GELU(), torch.nn.LayerNorm(24),
+                               torch.nn.Linear(24, 5))
+
+
+def test_forward_matches_cpu_and_eager():
+    model = mlp()
+    x = torch.randn(7, 12)
+    tpu_model = copy.deepcopy(model).to("tpu")
+    compiled = torch.compile(tpu_model, backend="tpu")
+    with torch.no_grad():
+        expected = model(x)
+        assert_close(compiled(x.to("tpu")), expected)
+        assert_close(tpu_model(x.to("tpu")), expected)
+
+
+def test_second_call_compiles_nothing_and_runs_one_program():
+    compiled = torch.compile(mlp().to("tpu"), backend="tpu")
+    x = torch.randn(7, 12).to("tpu")
+    with torch.no_grad():
+        compiled(x + 1)
+        torch_tpu.metrics.reset()
+        compiled(x + 1)
+    counters = torch_tpu.metrics.counters()
+    assert counters["compile"] == 0
+    assert counters["execute"] == 2  # the x + 1 and the whole forward graph
+
+
+@pytest.mark.parametrize("make_optimizer", [
+    lambda p, tpu: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3),
+    lambda p, tpu: torch.optim.Adam(p, lr=1e-2),
+    # capturable keeps the step counters on the tpu (the CPU has no such mode)
+    lambda p, tpu: torch.optim.AdamW(p, lr=1e-2, capturable=tpu),
+], ids=["sgd", "adam", "adamw-capturable"])
+def test_training_steps_match_cpu(make_optimizer):
+    cpu_model = mlp()
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    compiled = torch.compile(tpu_model, backend="tpu")
+    cpu_opt = make_optimizer(cpu_model.parameters(), False)
+    tpu_opt = make_optimizer(tpu_model.parameters(), True)
+    compiled_step = torch.compile(tpu_opt.step, backend="tpu")
+    torch.manual_seed(1)
+    for step in range(4):
+        x, y = torch.randn(7, 12), torch.randn(7, 5)
+        cpu_loss = torch.nn.functional.mse_loss(cpu_model(x), y)
+        cpu_loss.backward()
+        tpu_loss = torch.nn.functional.mse_loss(compiled(x.to("tpu")), y.to("tpu"))
+        tpu_loss.backward()
+        for (name, c), t in zip(cpu_model.named_parameters(), tpu_model.parameters()):
+            torch.testing.assert_close(t.grad.cpu(), c.grad, rtol=1e-4, atol=1e-5,
+                                       msg=lambda m: f"step {step} grad of {name}: {m}")
+        cpu_opt.step()
+        compiled_step()
+        cpu_opt.zero_grad()
+        tpu_opt.zero_grad()
+        assert abs(tpu_loss.item() - cpu_loss.item()) <= 1e-4 * abs(cpu_loss.item())
+    for c, t in zip(cpu_model.parameters(), tpu_model.parameters()):
+        torch.testing.assert_close(t.detach().cpu(), c.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_decorated_train_step_function():
+    cpu_model = mlp()
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.1)
+    tpu_opt = torch.optim.SGD(tpu_model.parameters(), lr=0.1)
+
+    def train_step(model, opt, x, y):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled_step = torch.compile(train_step, backend="tpu")
+    torch.manual_seed(2)
+    for _ in range(3):
+        x, y = torch.randn(7, 12), torch.randint(0, 5, (7,))
+        expected = train_step(cpu_model, cpu_opt, x, y)
+        actual = compiled_step(tpu_model, tpu_opt, x.to("tpu"), y.to("tpu"))
+        assert abs(actual.item() - expected.item()) <= 1e-4 * abs(expected.item())
+    for c, t in zip(cpu_model.parameters(), tpu_model.parameters()):
+        torch.testing.assert_close(t.detach().cpu(), c.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_in_place_update_of_an_input_is_written_back():
+    @torch.compile(backend="tpu")
+    def bump(x, y):
+        x.add_(y)
+        return x * 2
+
+    x = torch.arange(6.0).reshape(2, 3)
+    xt = x.to("tpu")
+    with torch.no_grad():
+        out = bump(xt, torch.ones(3).to("tpu"))
+    assert_close(xt, x + 1)
+    assert_close(out, (x + 1) * 2)
+
+
+def test_batch_norm_running_stats_update():
+    torch.manual_seed(3)
+    cpu_model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
+                                    torch.nn.ReLU())
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    compiled = torch.compile(tpu_model, backend="tpu")
+    for _ in range(3):
+        x = torch.randn(2, 3, 6, 6)
+        assert_close(compiled(x.to("tpu")), cpu_model(x), rtol=1e-4, atol=1e-4, exact_dtype=True)
+    for (name, c), t in zip(cpu_model.named_buffers(), tpu_model.buffers()):
+        assert_close(t, c, rtol=1e-5, atol=1e-6), name
+    tpu_model.eval(), cpu_model.eval()
+    x = torch.randn(2, 3, 6, 6)
+    with torch.no_grad():
+        assert_close(compiled(x.to("tpu")), cpu_model(x), rtol=1e-4, atol=1e-4)
+
+
+def test_dropout_draws_new_masks_each_call_and_follows_the_seed():
+    @torch.compile(backend="tpu")
+    def drop(x):
+        return torch.nn.functional.dropout(x, p=0.5, training=True)
+
+    x = torch.ones(4096).to("tpu")
+    torch.manual_seed(0)
+    torch.tpu.manual_seed(0)
+    first, second = drop(x).cpu(), drop(x).cpu()
+    for out in (first, second):
+        assert set(out.unique().tolist()) <= {0.0, 2.0}
+        assert 0.4 < (out == 0).float().mean().item() < 0.6
+    assert not torch.equal(first, second)
+    torch.tpu.manual_seed(0)
+    assert torch.equal(drop(x).cpu(), first)
+
+
+def test_new_shapes_get_their_own_program():
+    compiled = torch.compile(mlp().to("tpu"), backend="tpu", dynamic=False)
+    model = mlp()
+    with torch.no_grad():
+        for batch in (3, 5, 3):
+            x = torch.randn(batch, 12)
+            assert_close(compiled(x.to("tpu")), model(x))
+
+
+def test_host_read_inside_the_function_is_a_graph_break():
+    @torch.compile(backend="tpu")
+    def scale_by_max(x):
+        m = x.max().item()
+        return x / m
+
+    x = torch.rand(5) + 0.5
+    assert_close(scale_by_max(x.to("tpu")), x / x.max().item())
+
+
+def test_an_op_without_lowering_raises_and_the_process_keeps_working():
+    @torch.compile(backend="tpu")
+    def f(x):
+        return torch.linalg.svd(x).S + 1
+
+    with pytest.raises(Exception, match="svd"):
+        f(torch.randn(3, 3).to("tpu"))
+    x = torch.randn(3)
+    assert_close(x.to("tpu") * 2, x * 2)
+    assert torch_tpu.get_eager_mode() == "strict"

@@ -1,0 +1,69 @@
+"""Every example model trained through torch.compile(backend="tpu"): the
+model's forward and backward graphs and the optimizer step compiled, 20
+steps from the same weights and batches as PyTorch's CPU backend, within
+the eager parity tolerances of test_examples.py (eager tpu meets the same
+bounds there, so compiled, eager and CPU agree). Nothing may fall back to
+the CPU, and later steps compile nothing."""
+import copy
+
+import pytest
+import torch
+import torch._dynamo
+
+import torch_tpu
+from test_examples import GRAD_TOL, LOSS_RTOL, MODELS, STEPS, common
+
+
+class CompiledOptimizer:
+    """An optimizer whose step runs as a compiled graph."""
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+        self.step = torch.compile(optimizer.step, backend="tpu")
+
+    def zero_grad(self, set_to_none=True):
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+
+def train(example, cfg, model, batches, dev, compiled):
+    grads, compiles = {}, []
+    params = dict(model.named_parameters())
+
+    def after_backward(step, _):
+        if step == 1:
+            grads.update({n: p.grad.detach().cpu().clone() for n, p in params.items()})
+        if step == 3:
+            compiles.append(torch_tpu.metrics.counters()["compile"])
+
+    optimizer = example.make_optimizer(model, cfg)
+    if compiled:
+        model, optimizer = torch.compile(model, backend="tpu"), CompiledOptimizer(optimizer)
+    losses = common.train(model, optimizer, example.loss_fn, batches, dev, log_every=0,
+                          callback=after_backward)
+    return losses, grads, compiles
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_compiled_training_matches_cpu(name):
+    torch._dynamo.reset()
+    example, cfg = MODELS[name]
+    cpu_model = example.build(cfg, seed=0)
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    batches = example.make_batches(cfg, STEPS, seed=0)
+    torch_tpu.metrics.reset()
+
+    tpu_losses, tpu_grads, compiles = train(example, cfg, tpu_model, batches, torch.device("tpu"), True)
+    cpu_losses, cpu_grads, _ = train(example, cfg, cpu_model, batches, torch.device("cpu"), False)
+
+    for step, (t, c) in enumerate(zip(tpu_losses, cpu_losses), 1):
+        assert abs(t - c) <= LOSS_RTOL * abs(c), f"step {step}: compiled tpu loss {t} vs cpu {c}"
+    rtol, atol = GRAD_TOL[name]
+    for n in cpu_grads:
+        torch.testing.assert_close(tpu_grads[n], cpu_grads[n], rtol=rtol, atol=atol,
+                                   msg=lambda m: f"gradient of {n} after step 1: {m}")
+    for t, c in zip(tpu_model.buffers(), cpu_model.buffers()):
+        torch.testing.assert_close(t.cpu(), c, rtol=LOSS_RTOL, atol=1e-4)
+    counters = torch_tpu.metrics.counters()
+    assert counters["cpu_fallback"] == 0, f"ops run on the CPU: {counters['cpu_fallback_ops']}"
+    assert counters["compile"] == compiles[0], "steps after the third compiled again"
+    torch._dynamo.reset()
