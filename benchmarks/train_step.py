@@ -12,7 +12,7 @@ cpu. Every step ends with the loss read on the host, so device work is inside
 the time. Sides alternate round by round and the best round counts, so all
 see the same machine load.
 
-    python benchmarks/train_step.py --steps 5 --repeats 3 [--inductor]
+    python benchmarks/train_step.py --steps 5 --repeats 3 [--inductor] [--config small]
 """
 import argparse
 import copy
@@ -30,7 +30,16 @@ import resnet  # noqa: E402
 
 import torch_tpu  # noqa: E402
 
-EXAMPLES = {"mingpt": (mingpt, mingpt.Config()), "resnet": (resnet, resnet.Config())}
+EXAMPLES = {"mingpt": mingpt, "resnet": resnet}
+# "default": the examples' own configurations, where arithmetic dominates a
+# step on a CPU; "small": the parity tests' ones, where per-op dispatch does.
+CONFIGS = {
+    "default": {"mingpt": mingpt.Config(), "resnet": resnet.Config()},
+    "small": {"mingpt": mingpt.Config(block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0,
+                                      batch_size=4),
+              "resnet": resnet.Config(widths=(8, 16, 16, 32), blocks=(1, 1, 1, 1), image_size=16,
+                                      batch_size=16)},
+}
 
 
 class CompiledOptimizer:
@@ -90,13 +99,14 @@ def main():
     p.add_argument("--warmup", type=int, default=3, help="untimed first steps")
     p.add_argument("--models", nargs="+", choices=list(EXAMPLES), default=list(EXAMPLES))
     p.add_argument("--inductor", action="store_true", help="also time PyTorch inductor on the CPU")
+    p.add_argument("--config", choices=list(CONFIGS), default="default")
     args = p.parse_args()
     common.device("tpu")
     sides = ["cpu"] + (["cpu-inductor"] if args.inductor else []) + ["tpu-strict", "tpu-fused",
                                                                       "tpu-compiled"]
     print(f"{'model':8} {'side':13} {'ms/step':>9} {'vs strict':>10} {'vs cpu':>8} {'warm-up s':>10}")
     for name in args.models:
-        example, cfg = EXAMPLES[name]
+        example, cfg = EXAMPLES[name], CONFIGS[args.config][name]
         torch._dynamo.reset()
         best, warmup_s = measure(example, cfg, sides, args.steps, args.repeats, args.warmup)
         for side in sides:
