@@ -192,6 +192,24 @@ def test_backward_ops_direct(dtype):
     check(lambda g, x: aten.softshrink_backward(g, x, 0.5), g, x)
 
 
+# Inside (0, 1), its edges, outside it and NaN: where logit and its backward
+# switch between the formula, the eps clamp, 0, inf and NaN.
+LOGIT_X = [0.3, 0.5, 0.97, 0.0, 1.0, 0.05, 0.95, -0.2, 1.3, NAN, 0.001, 0.62]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("eps", [None, 0.0, 0.05, 0.1])
+def test_logit_forward_backward(eps, dtype):
+    x = torch.tensor(LOGIT_X, dtype=dtype).reshape(3, 4)
+    check_grad(lambda x: torch.logit(x, eps), x)
+    check_grad(lambda x: torch.logit(x.t()[1:], eps), x)  # through a view
+
+
+def test_logit_of_integers_is_float():
+    check(torch.logit, torch.tensor([0, 1, 2]))
+    check(lambda x: torch.logit(x, 0.25), torch.tensor([0, 1, 2], dtype=torch.int32))
+
+
 def test_log_sigmoid_forward_buffer():
     check(lambda x: torch.ops.aten.log_sigmoid_forward(x), make((3, 4), torch.float32))
 

@@ -1,7 +1,8 @@
 /* Activation lowerings and their backwards: relu, threshold, gelu, silu,
  * softplus, leaky_relu, elu (also selu and celu), hardtanh (also relu6),
  * hardswish, hardsigmoid, mish, log_sigmoid, hardshrink, softshrink, prelu,
- * and the backwards of sigmoid and tanh, whose forwards are elementwise.c's.
+ * logit (sigmoid's inverse), and the backwards of sigmoid and tanh, whose
+ * forwards are elementwise.c's.
  *
  * Formulas follow ATen's CPU kernels, down to which side of a boundary a
  * tie falls on (hardswish_backward at exactly -3 and 3). Float16/bfloat16
@@ -208,6 +209,27 @@ static hlo_value sigmoid_backward(act* a) {
   return mul(a, mul(a, arg(a, 0), sub(a, k(a, 1), y)), y);
 }
 
+/* logit(self, eps=None), the inverse of sigmoid: log(z / (1 - z)), with
+ * z = x clamped to [eps, 1 - eps] when eps is given. */
+static hlo_value logit(act* a) {
+  double eps = tpu_lower_float(a->l, 1, -1.0);
+  hlo_value z = arg(a, 0);
+  if (eps >= 0) z = clamp(a, z, k(a, eps), k(a, 1 - eps));
+  return fn(a, "log", divide(a, z, sub(a, k(a, 1), z)));
+}
+
+/* logit_backward(grad, self, eps=None) = grad / (x (1 - x)); outside
+ * [eps, 1 - eps] it is 0, and without eps NaN outside [0, 1]. A NaN x
+ * gives NaN either way, as in ATen. */
+static hlo_value logit_backward(act* a) {
+  double eps = tpu_lower_float(a->l, 2, -1.0);
+  hlo_value x = arg(a, 1);
+  hlo_value outside = hlo_binary(a->b, "or", cmp_k(a, "LT", x, eps < 0 ? 0 : eps),
+                                 cmp_k(a, "GT", x, eps < 0 ? 1 : 1 - eps));
+  hlo_value grad = divide(a, arg(a, 0), mul(a, x, sub(a, k(a, 1), x)));
+  return sel(a, outside, k(a, eps < 0 ? NAN : 0), grad);
+}
+
 /* tanh_backward(grad, result) = grad * (1 - y^2). */
 static hlo_value tanh_backward(act* a) {
   hlo_value y = arg(a, 1);
@@ -298,6 +320,8 @@ static const struct activation {
     {"leaky_relu", leaky_relu},
     {"leaky_relu_backward", leaky_relu_backward},
     {"log_sigmoid_backward", log_sigmoid_backward},
+    {"logit", logit},
+    {"logit_backward", logit_backward},
     {"mish", mish},
     {"relu", relu},
     {"sigmoid_backward", sigmoid_backward},
@@ -364,6 +388,8 @@ static const tpu_op_entry entries[] = {
     {"leaky_relu_backward", lower_activation, false},
     {"log_sigmoid_backward", lower_activation, false},
     {"log_sigmoid_forward", lower_log_sigmoid_forward, false},
+    {"logit", lower_activation, false},
+    {"logit_backward", lower_activation, false},
     {"mish", lower_activation, false},
     {"relu", lower_activation, false},
     {"sigmoid_backward", lower_activation, false},

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "hlo/indexing_extra_ops.h"
+#include "hlo/sort_ops.h"
 #include "ops/families.h"
 
 /* Output 0 set to a 0-d zero, which exec/ broadcasts to its shape: the
@@ -333,7 +333,7 @@ static tpu_status lower_randperm(tpu_lowering* l) {
   int64_t n = hlo_type_numel(&out);
   hlo_value pair[2] = {random_words(l, TPU_U64, n), hlo_iota(b, hlo_type_make(TPU_I64, 1, &n), 0)};
   hlo_value sorted[2];
-  hlo_sort_by_first(b, pair, 2, 0, sorted);
+  hlo_sort(b, pair, 2, 0, false, sorted);
   tpu_lower_set_output(l, 0, sorted[1]);
   return NULL;
 }
