@@ -1,8 +1,7 @@
-/* Fused eager: op calls recorded into one pending program per device, run
- * at a sync point. The program text depends only on the graph's structure
- * (storages by first use, scalars and offsets as parameters), so a training
- * loop lowers the same text every step and compiles it once. Storages only
- * the graph still holds are not returned: XLA drops their computation. */
+/* Fused eager: op calls recorded into one pending graph per device and run
+ * as one program at a sync point (see graph.h for the structure cache).
+ * Storages that only the graph still holds are not results: XLA drops their
+ * computation. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,10 +13,35 @@
 #define MAX_DEVICES 64
 /* Bounds that keep one program's compile time and host memory modest. */
 #define GRAPH_MAX_OPS 20000
-#define GRAPH_MAX_PARAMS 20000
+#define TEMPLATE_BUCKETS 1024
+#define ARENA_BLOCK 65536
 
 static graph* pending[MAX_DEVICES]; /* under the runtime lock */
 static tpu_eager_mode eager_mode = TPU_EAGER_STRICT;
+
+/* A graph structure seen before: its program and where each parameter and
+ * result comes from. Lives until the process ends, like op plans. */
+typedef struct graph_template {
+  uint64_t hash;
+  unsigned char* key;
+  size_t key_size;
+  struct PJRT_LoadedExecutable* executable; /* owned by the program cache */
+  graph_source* sources;
+  int source_count;
+  int* result_slots;
+  tpu_dtype* result_dtypes;
+  int result_count;
+  struct graph_template* next;
+} graph_template;
+
+static graph_template* templates[TEMPLATE_BUCKETS];
+
+struct graph_arena {
+  graph_arena* next;
+  size_t used;
+  size_t cap;
+  unsigned char data[];
+};
 
 graph* graph_pending(int device) {
   return device >= 0 && device < MAX_DEVICES ? pending[device] : NULL;
@@ -26,15 +50,10 @@ graph* graph_pending(int device) {
 tpu_status graph_open(int device, graph** out) {
   *out = NULL;
   if (device < 0 || device >= MAX_DEVICES)
-    return TPU_ERROR(TPU_INVALID_ARGUMENT, "tpu:%d is out of range for fused eager", device);
+    return TPU_ERROR(TPU_INVALID_ARGUMENT, "tpu:%d is out of range for a graph", device);
   if (!pending[device]) {
     graph* g = calloc(1, sizeof *g);
-    if (!g) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory for a fused graph");
-    tpu_status status = hlo_builder_create(&g->b);
-    if (status) {
-      free(g);
-      return status;
-    }
+    if (!g) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory for a graph");
     g->device = device;
     pending[device] = g;
   }
@@ -42,187 +61,401 @@ tpu_status graph_open(int device, graph** out) {
   return NULL;
 }
 
-/* ---- slots and parameters ---- */
+/* ---- recording ---- */
 
-static graph_slot* slot_of(graph* g, tpu_buffer* buffer, tpu_dtype view_dtype) {
-  if (buffer->graph_slot) return &g->slots[buffer->graph_slot - 1];
-  if (g->slot_count == g->slot_cap) {
-    int cap = g->slot_cap ? g->slot_cap * 2 : 64;
-    graph_slot* grown = realloc(g->slots, (size_t)cap * sizeof *grown);
-    if (!grown) return NULL;
-    g->slots = grown;
-    g->slot_cap = cap;
+static void* arena_alloc(graph* g, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  if (!g->arena || g->arena->used + n > g->arena->cap) {
+    size_t cap = n > ARENA_BLOCK ? n : ARENA_BLOCK;
+    graph_arena* block = malloc(sizeof *block + cap);
+    if (!block) return NULL;
+    block->next = g->arena;
+    block->used = 0;
+    block->cap = cap;
+    g->arena = block;
   }
-  graph_slot* s = &g->slots[g->slot_count++];
-  *s = (graph_slot){buffer, HLO_INVALID, buffer_storage_dtype(buffer, view_dtype), false};
-  tpu_buffer_retain(buffer);
-  buffer->pending_dtype = s->dtype;
-  buffer->graph_slot = g->slot_count;
-  return s;
-}
-
-static graph_param* param_new(graph* g, param_kind kind, tpu_dtype dtype) {
-  if (g->param_count == g->param_cap) {
-    int cap = g->param_cap ? g->param_cap * 2 : 64;
-    graph_param* grown = realloc(g->params, (size_t)cap * sizeof *grown);
-    if (!grown) return NULL;
-    g->params = grown;
-    g->param_cap = cap;
-  }
-  graph_param* p = &g->params[g->param_count++];
-  memset(p, 0, sizeof *p);
-  p->kind = kind;
-  p->dtype = dtype;
-  p->slot = -1;
+  void* p = g->arena->data + g->arena->used;
+  g->arena->used += n;
   return p;
 }
 
-static hlo_value out_of_memory(graph* g) {
-  return hlo_fail(g->b, TPU_OUT_OF_MEMORY, "out of host memory recording a fused graph");
-}
-
-hlo_value graph_storage_read(graph* g, const tpu_tensor* t) {
-  graph_slot* s = slot_of(g, t->buffer, t->dtype);
-  if (!s) return out_of_memory(g);
-  if (s->value != HLO_INVALID) return s->value;
-  graph_param* p = param_new(g, PARAM_STORAGE, s->dtype);
-  if (!p) return out_of_memory(g);
-  p->slot = (int)(s - g->slots);
-  int64_t numel = (int64_t)(t->buffer->nbytes / tpu_dtype_size(s->dtype));
-  s->value = hlo_parameter(g->b, hlo_type_make(s->dtype, 1, &numel));
-  return s->value;
-}
-
-hlo_value graph_param_bind(graph* g, param_kind kind, const tpu_op_call* call, tensor_ref ref,
-                           hlo_type type) {
-  graph_param* p = param_new(g, kind, type.dtype);
-  if (!p) return out_of_memory(g);
-  switch (kind) {
-    case PARAM_OFFSET: {
-      int64_t offset = ref_tensor(call, ref)->offset;
-      memcpy(p->bits, &offset, sizeof offset);
-      break;
-    }
-    case PARAM_SCALAR: {
-      const tpu_arg* a = &call->args[ref.arg];
-      if (a->u.scalar.type == TPU_F64) {
-        memcpy(p->bits, &a->u.scalar.f, sizeof(double));
-      } else if (a->u.scalar.type == TPU_BOOL) {
-        p->bits[0] = a->u.scalar.i != 0;
-      } else {
-        memcpy(p->bits, &a->u.scalar.i, sizeof(int64_t));
-      }
-      break;
-    }
-    case PARAM_RNG: {
-      const tpu_arg* a = &call->args[ref.arg];
-      uint64_t state[2] = {a->u.rng.seed, a->u.rng.offset};
-      memcpy(p->bits, state, sizeof state);
-      break;
-    }
-    case PARAM_SCALAR_LIST: {
-      const tpu_arg* a = &call->args[ref.arg];
-      p->list_count = a->u.floats.count;
-      p->list = malloc((size_t)(p->list_count ? p->list_count : 1) * sizeof(double));
-      if (!p->list) {
-        g->param_count--;
-        return out_of_memory(g);
-      }
-      memcpy(p->list, a->u.floats.items, (size_t)p->list_count * sizeof(double));
-      break;
-    }
-    case PARAM_STORAGE:
-      g->param_count--;
-      return hlo_fail(g->b, TPU_INTERNAL, "storages of a fused graph are bound by slot");
+static void* arena_copy(graph* g, const void* src, size_t n, bool* ok) {
+  if (!src) return NULL;
+  void* p = arena_alloc(g, n ? n : 1);
+  if (!p) {
+    *ok = false;
+    return NULL;
   }
-  return hlo_parameter(g->b, type);
+  memcpy(p, src, n);
+  return p;
 }
 
-tpu_status graph_storage_write(graph* g, tpu_buffer* buffer, hlo_value value, tpu_dtype dtype) {
-  graph_slot* s = slot_of(g, buffer, dtype);
-  if (!s) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory recording a fused graph");
-  s->value = value;
-  s->dtype = dtype;
-  s->written = true;
-  buffer->pending_dtype = dtype;
-  return NULL;
+static const char* arena_string(graph* g, const char* s, bool* ok) {
+  return s ? arena_copy(g, s, strlen(s) + 1, ok) : NULL;
 }
 
-/* ---- recording ---- */
-
-typedef struct graph_mark {
-  hlo_mark hlo;
-  int slot_count;
-  int param_count;
-} graph_mark;
-
-static void drop_params(graph* g, int keep) {
-  for (int i = keep; i < g->param_count; i++) free(g->params[i].list);
-  g->param_count = keep;
-}
-
-static void drop_slots(graph* g, int keep) {
-  for (int i = keep; i < g->slot_count; i++) {
-    g->slots[i].buffer->graph_slot = 0;
-    tpu_buffer_release(g->slots[i].buffer);
+/* The call with every array and string it points to copied. */
+static bool copy_call(graph* g, const tpu_op_call* src, tpu_op_call* dst) {
+  bool ok = true;
+  *dst = *src;
+  dst->name = arena_string(g, src->name, &ok);
+  dst->overload = arena_string(g, src->overload, &ok);
+  tpu_arg* args = arena_copy(g, src->args, (size_t)src->arg_count * sizeof *args, &ok);
+  dst->args = args;
+  dst->outputs = arena_copy(g, src->outputs, (size_t)src->output_count * sizeof *src->outputs, &ok);
+  for (int i = 0; ok && i < src->arg_count; i++) {
+    tpu_arg* a = &args[i];
+    switch (a->kind) {
+      case TPU_ARG_TENSOR_LIST:
+        a->u.tensors.items = arena_copy(g, a->u.tensors.items, (size_t)a->u.tensors.count * sizeof(tpu_tensor), &ok);
+        break;
+      case TPU_ARG_INT_LIST:
+        a->u.ints.items = arena_copy(g, a->u.ints.items, (size_t)a->u.ints.count * sizeof(int64_t), &ok);
+        break;
+      case TPU_ARG_FLOAT_LIST:
+      case TPU_ARG_SCALAR_LIST:
+        a->u.floats.items = arena_copy(g, a->u.floats.items, (size_t)a->u.floats.count * sizeof(double), &ok);
+        break;
+      case TPU_ARG_STRING: a->u.string = arena_string(g, a->u.string, &ok); break;
+      default: break;
+    }
   }
-  g->slot_count = keep;
+  return ok;
 }
 
-/* Undoes a failed op: the ops recorded before it stay. */
-static tpu_status rollback(graph* g, graph_mark mark, tpu_status status) {
-  tpu_status builder_error = hlo_builder_rollback(g->b, mark.hlo);
-  drop_params(g, mark.param_count);
-  drop_slots(g, mark.slot_count);
-  if (status) {
-    tpu_status_free(builder_error);
-    return status;
+static bool key_put(graph* g, const void* p, size_t n) {
+  if (g->key_len + n > g->key_cap) {
+    size_t cap = g->key_cap ? g->key_cap : 4096;
+    while (cap < g->key_len + n) cap *= 2;
+    unsigned char* grown = realloc(g->key, cap);
+    if (!grown) return false;
+    g->key = grown;
+    g->key_cap = cap;
   }
-  return builder_error;
+  memcpy(g->key + g->key_len, p, n);
+  g->key_len += n;
+  return true;
+}
+
+/* The slot of t's storage, made (and the storage retained) on first use;
+ * -1 for an absent tensor or no memory. */
+static int slot_of(graph* g, const tpu_tensor* t) {
+  if (!t || !t->buffer) return -1;
+  tpu_buffer* buffer = t->buffer;
+  if (buffer->graph_slot) return buffer->graph_slot - 1;
+  if (g->slot_count == g->slot_cap) {
+    int cap = g->slot_cap ? g->slot_cap * 2 : 64;
+    graph_slot* grown = realloc(g->slots, (size_t)cap * sizeof *grown);
+    if (!grown) return -1;
+    g->slots = grown;
+    g->slot_cap = cap;
+  }
+  tpu_dtype first = buffer_storage_dtype(buffer, t->dtype);
+  g->slots[g->slot_count] = (graph_slot){buffer, first, HLO_INVALID, first, false};
+  tpu_buffer_retain(buffer);
+  buffer->pending_dtype = first;
+  buffer->graph_slot = ++g->slot_count;
+  return g->slot_count - 1;
+}
+
+static tpu_status no_memory(void) {
+  return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory recording a fused graph");
+}
+
+/* The op's part of the structure: its plan, output layout and the slot of
+ * every tensor it names (which fixes the aliasing between ops). */
+static tpu_status note_structure(graph* g, tpu_op_plan* plan, const tpu_op_call* call) {
+  const unsigned char* layout;
+  size_t layout_len;
+  TPU_RETURN_IF_ERROR(op_output_signature(call, &layout, &layout_len));
+  uintptr_t id = (uintptr_t)plan;
+  bool ok = key_put(g, &id, sizeof id) && key_put(g, &layout_len, sizeof layout_len) &&
+            key_put(g, layout, layout_len);
+  for (int i = 0; ok && i < call->arg_count; i++) {
+    const tpu_arg* a = &call->args[i];
+    int count = a->kind == TPU_ARG_TENSOR ? 1 : a->kind == TPU_ARG_TENSOR_LIST ? a->u.tensors.count : 0;
+    for (int j = 0; ok && j < count; j++) {
+      const tpu_tensor* t = a->kind == TPU_ARG_TENSOR ? &a->u.tensor : &a->u.tensors.items[j];
+      int slot = slot_of(g, t);
+      ok = (slot >= 0 || !t->buffer) && key_put(g, &slot, sizeof slot);
+    }
+  }
+  /* Outputs take the storage type a write gives them (see write_outputs). */
+  tpu_dtype written[64];
+  int n = call->output_count < 64 ? call->output_count : 64;
+  for (int k = 0; k < n; k++) written[k] = buffer_storage_dtype(call->outputs[k].buffer, call->outputs[k].dtype);
+  for (int k = 0; ok && k < call->output_count; k++) {
+    int slot = slot_of(g, &call->outputs[k]);
+    ok = slot >= 0 && key_put(g, &slot, sizeof slot);
+    if (!ok) break;
+    g->slots[slot].written = true;
+    g->slots[slot].buffer->pending_dtype = k < n ? written[k] : call->outputs[k].dtype;
+  }
+  return ok ? NULL : no_memory();
 }
 
 tpu_status graph_record(tpu_op_plan* plan, const tpu_op_call* call) {
   graph* g = NULL;
   TPU_RETURN_IF_ERROR(graph_open(call->device, &g));
-  graph_mark mark = {hlo_builder_mark(g->b), g->slot_count, g->param_count};
-  tpu_status status = lower_into_graph(plan, call, g);
-  if (status || hlo_failed(g->b)) return rollback(g, mark, status);
-  if (!g->first_op) g->first_op = plan->entry->name;
-  g->last_op = plan->entry->name;
+  if (g->op_count == g->op_cap) {
+    int cap = g->op_cap ? g->op_cap * 2 : 256;
+    recorded_op* grown = realloc(g->ops, (size_t)cap * sizeof *grown);
+    if (!grown) return no_memory();
+    g->ops = grown;
+    g->op_cap = cap;
+  }
+  recorded_op* op = &g->ops[g->op_count];
+  op->plan = plan;
+  if (!copy_call(g, call, &op->call)) return no_memory();
+  TPU_RETURN_IF_ERROR(note_structure(g, plan, &op->call));
   g->op_count++;
-  if (!g->capturing && (g->op_count >= GRAPH_MAX_OPS || g->param_count >= GRAPH_MAX_PARAMS))
-    return graph_flush(call->device);
+  if (!g->capturing && g->op_count >= GRAPH_MAX_OPS) return graph_flush(call->device);
   return NULL;
+}
+
+/* ---- lowering ---- */
+
+static graph_source* new_source(graph* g, param_kind kind, tpu_dtype dtype) {
+  if (g->source_count == g->source_cap) {
+    int cap = g->source_cap ? g->source_cap * 2 : 256;
+    graph_source* grown = realloc(g->sources, (size_t)cap * sizeof *grown);
+    if (!grown) return NULL;
+    g->sources = grown;
+    g->source_cap = cap;
+  }
+  graph_source* s = &g->sources[g->source_count++];
+  *s = (graph_source){kind, dtype, -1, g->lowering_op, {-1, -1}};
+  return s;
+}
+
+hlo_value graph_storage_read(graph* g, const tpu_tensor* t) {
+  if (!t->buffer->graph_slot)
+    return hlo_fail(g->b, TPU_INTERNAL, "a fused graph read a storage it never recorded");
+  int index = t->buffer->graph_slot - 1;
+  graph_slot* slot = &g->slots[index];
+  if (slot->value != HLO_INVALID) return slot->value;
+  graph_source* s = new_source(g, PARAM_STORAGE, slot->dtype);
+  if (!s) return hlo_fail(g->b, TPU_OUT_OF_MEMORY, "out of host memory lowering a fused graph");
+  s->slot = index;
+  int64_t numel = (int64_t)(slot->buffer->nbytes / tpu_dtype_size(slot->dtype));
+  slot->value = hlo_parameter(g->b, hlo_type_make(slot->dtype, 1, &numel));
+  return slot->value;
+}
+
+hlo_value graph_param_bind(graph* g, param_kind kind, const tpu_op_call* call, tensor_ref ref,
+                           hlo_type type) {
+  graph_source* s = new_source(g, kind, type.dtype);
+  if (!s) return hlo_fail(g->b, TPU_OUT_OF_MEMORY, "out of host memory lowering a fused graph");
+  s->ref = ref;
+  return hlo_parameter(g->b, type);
+}
+
+tpu_status graph_storage_write(graph* g, tpu_buffer* buffer, hlo_value value, tpu_dtype dtype) {
+  if (!buffer->graph_slot) return TPU_ERROR(TPU_INTERNAL, "a fused graph wrote a storage it never recorded");
+  graph_slot* slot = &g->slots[buffer->graph_slot - 1];
+  slot->value = value;
+  slot->dtype = dtype;
+  slot->written = true;
+  buffer->pending_dtype = dtype;
+  return NULL;
+}
+
+tpu_status graph_lower(graph* g, const int* result_slots, int result_count, char** out_text,
+                       size_t* out_size) {
+  /* Replay the storages' history from the graph's start. */
+  for (int i = 0; i < g->slot_count; i++) {
+    graph_slot* s = &g->slots[i];
+    s->value = HLO_INVALID;
+    s->dtype = s->first_dtype;
+    s->written = false;
+    s->buffer->pending_dtype = s->first_dtype;
+  }
+  g->source_count = 0;
+  TPU_RETURN_IF_ERROR(hlo_builder_create(&g->b));
+  tpu_status status = NULL;
+  for (int i = 0; !status && i < g->op_count; i++) {
+    g->lowering_op = i;
+    const tpu_op_call* call = &g->ops[i].call;
+    status = lower_into_graph(g->ops[i].plan, call, g);
+    if (!status && hlo_failed(g->b)) status = hlo_builder_finish(g->b, NULL, 0, out_text, out_size);
+    if (status) status = tpu_status_annotate(status, "aten::%s (op %d of the graph): ", call->name, i + 1);
+  }
+  hlo_value* values = status ? NULL : malloc((size_t)(result_count + 1) * sizeof *values);
+  if (!status && !values) status = no_memory();
+  for (int m = 0; !status && m < result_count; m++) values[m] = g->slots[result_slots[m]].value;
+  if (!status) status = hlo_builder_finish(g->b, values, result_count, out_text, out_size);
+  free(values);
+  hlo_builder_free(g->b);
+  g->b = NULL;
+  return status;
 }
 
 /* ---- running ---- */
 
-tpu_status graph_param_buffer(int device, const graph_param* p, tpu_buffer* storage,
-                              struct PJRT_Buffer** out_buffer, struct PJRT_Buffer** out_owned) {
+graph_value graph_resolve(const graph* g, const graph_source* source) {
+  graph_value v = {.kind = source->kind, .dtype = source->dtype};
+  if (source->kind == PARAM_STORAGE) {
+    v.storage = g->slots[source->slot].buffer;
+    return v;
+  }
+  const tpu_op_call* call = &g->ops[source->op].call;
+  switch (source->kind) {
+    case PARAM_OFFSET: {
+      int64_t offset = ref_tensor(call, source->ref)->offset;
+      memcpy(v.bits, &offset, sizeof offset);
+      break;
+    }
+    case PARAM_SCALAR: {
+      const tpu_arg* a = &call->args[source->ref.arg];
+      if (a->u.scalar.type == TPU_F64)
+        memcpy(v.bits, &a->u.scalar.f, sizeof(double));
+      else if (a->u.scalar.type == TPU_BOOL)
+        v.bits[0] = a->u.scalar.i != 0;
+      else
+        memcpy(v.bits, &a->u.scalar.i, sizeof(int64_t));
+      break;
+    }
+    case PARAM_RNG: {
+      const tpu_arg* a = &call->args[source->ref.arg];
+      uint64_t state[2] = {a->u.rng.seed, a->u.rng.offset};
+      memcpy(v.bits, state, sizeof state);
+      break;
+    }
+    case PARAM_SCALAR_LIST: {
+      const tpu_arg* a = &call->args[source->ref.arg];
+      v.list = a->u.floats.items;
+      v.list_count = a->u.floats.count;
+      break;
+    }
+    case PARAM_STORAGE: break;
+  }
+  return v;
+}
+
+tpu_status graph_value_buffer(int device, const graph_value* v, struct PJRT_Buffer** out_buffer,
+                              struct PJRT_Buffer** out_owned) {
   *out_owned = NULL;
   tpu_pjrt* pjrt = runtime_pjrt();
-  switch (p->kind) {
+  switch (v->kind) {
     case PARAM_STORAGE:
-      TPU_RETURN_IF_ERROR(buffer_materialize(storage, p->dtype));
-      *out_buffer = storage->pjrt;
+      TPU_RETURN_IF_ERROR(buffer_materialize(v->storage, v->dtype));
+      *out_buffer = v->storage->pjrt;
       return NULL;
     case PARAM_OFFSET:
-      return runtime_scalar_buffer(device, TPU_I64, p->bits, out_buffer, out_owned);
+      return runtime_scalar_buffer(device, TPU_I64, v->bits, out_buffer, out_owned);
     case PARAM_SCALAR:
-      return runtime_scalar_buffer(device, p->dtype, p->bits, out_buffer, out_owned);
+      return runtime_scalar_buffer(device, v->dtype, v->bits, out_buffer, out_owned);
     case PARAM_RNG: {
       int64_t two = 2;
-      TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_from_host(pjrt, device, TPU_U64, &two, 1, p->bits, out_buffer));
+      TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_from_host(pjrt, device, TPU_U64, &two, 1, v->bits, out_buffer));
       *out_owned = *out_buffer;
       return NULL;
     }
     case PARAM_SCALAR_LIST:
-      TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_from_host(pjrt, device, TPU_F64, &p->list_count, 1,
-                                                    p->list, out_buffer));
+      TPU_RETURN_IF_ERROR(tpu_pjrt_buffer_from_host(pjrt, device, TPU_F64, &v->list_count, 1, v->list,
+                                                    out_buffer));
       *out_owned = *out_buffer;
       return NULL;
   }
-  return TPU_ERROR(TPU_INTERNAL, "unknown parameter kind %d", (int)p->kind);
+  return TPU_ERROR(TPU_INTERNAL, "unknown parameter kind %d", (int)v->kind);
+}
+
+static graph_template* template_find(uint64_t hash, const unsigned char* key, size_t size) {
+  for (graph_template* t = templates[hash % TEMPLATE_BUCKETS]; t; t = t->next)
+    if (t->hash == hash && t->key_size == size && memcmp(t->key, key, size) == 0) return t;
+  return NULL;
+}
+
+static void template_free(graph_template* t) {
+  if (!t) return;
+  free(t->key);
+  free(t->sources);
+  free(t->result_slots);
+  free(t->result_dtypes);
+  free(t);
+}
+
+/* Lowers and compiles a structure seen for the first time. */
+static tpu_status template_make(graph* g, uint64_t hash, const int* result_slots, int result_count,
+                                graph_template** out) {
+  graph_template* t = calloc(1, sizeof *t);
+  char* text = NULL;
+  size_t size = 0;
+  tpu_status status = t ? NULL : no_memory();
+  if (!status) status = graph_lower(g, result_slots, result_count, &text, &size);
+  bool compiled = false;
+  if (!status) status = program_cache_get(runtime_pjrt(), text, size, &t->executable, &compiled);
+  free(text);
+  if (!status && !compiled) tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
+  if (!status) {
+    t->hash = hash;
+    t->key = malloc(g->key_len ? g->key_len : 1);
+    t->sources = malloc(((size_t)g->source_count + 1) * sizeof *t->sources);
+    t->result_slots = malloc(((size_t)result_count + 1) * sizeof *t->result_slots);
+    t->result_dtypes = malloc(((size_t)result_count + 1) * sizeof *t->result_dtypes);
+    if (!t->key || !t->sources || !t->result_slots || !t->result_dtypes) status = no_memory();
+  }
+  if (status) {
+    template_free(t);
+    return status;
+  }
+  memcpy(t->key, g->key, g->key_len);
+  t->key_size = g->key_len;
+  memcpy(t->sources, g->sources, (size_t)g->source_count * sizeof *t->sources);
+  t->source_count = g->source_count;
+  for (int m = 0; m < result_count; m++) {
+    t->result_slots[m] = result_slots[m];
+    t->result_dtypes[m] = g->slots[result_slots[m]].dtype;
+  }
+  t->result_count = result_count;
+  t->next = templates[hash % TEMPLATE_BUCKETS];
+  templates[hash % TEMPLATE_BUCKETS] = t;
+  *out = t;
+  return NULL;
+}
+
+static tpu_status run_template(graph* g, const graph_template* t) {
+  struct PJRT_Buffer** args = calloc((size_t)t->source_count + 1, sizeof *args);
+  struct PJRT_Buffer** owned = calloc((size_t)t->source_count + 1, sizeof *owned);
+  struct PJRT_Buffer** results = calloc((size_t)t->result_count + 1, sizeof *results);
+  tpu_status status = args && owned && results ? NULL : no_memory();
+  int made = 0;
+  for (; !status && made < t->source_count; made++) {
+    graph_value v = graph_resolve(g, &t->sources[made]);
+    status = graph_value_buffer(g->device, &v, &args[made], &owned[made]);
+  }
+  if (!status)
+    status = tpu_pjrt_execute(runtime_pjrt(), t->executable, g->device, args, (size_t)t->source_count,
+                              results, (size_t)t->result_count);
+  if (!status) {
+    tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
+    for (int m = 0; m < t->result_count; m++) {
+      tpu_buffer* b = g->slots[t->result_slots[m]].buffer;
+      buffer_replace(b, results[m], t->result_dtypes[m]);
+      b->writer = "a fused graph";
+    }
+  }
+  for (int i = 0; i < made && owned; i++) tpu_pjrt_buffer_destroy(runtime_pjrt(), owned[i]);
+  free(args);
+  free(owned);
+  free(results);
+  return status;
+}
+
+void graph_reset(graph* g) {
+  for (int i = 0; i < g->slot_count; i++) {
+    g->slots[i].buffer->graph_slot = 0;
+    tpu_buffer_release(g->slots[i].buffer);
+  }
+  g->slot_count = 0;
+  g->op_count = 0;
+  g->key_len = 0;
+  g->source_count = 0;
+  while (g->arena) {
+    graph_arena* next = g->arena->next;
+    free(g->arena);
+    g->arena = next;
+  }
 }
 
 /* A written storage is a result only if something besides the graph still
@@ -232,62 +465,28 @@ static bool slot_is_result(const graph_slot* s) {
 }
 
 static tpu_status run(graph* g) {
+  int* result_slots = malloc(((size_t)g->slot_count + 1) * sizeof *result_slots);
+  if (!result_slots) return no_memory();
   int result_count = 0;
-  for (int i = 0; i < g->slot_count; i++) result_count += slot_is_result(&g->slots[i]);
-  hlo_value* values = malloc((size_t)(result_count + 1) * sizeof *values);
-  int* result_slots = malloc((size_t)(result_count + 1) * sizeof *result_slots);
-  struct PJRT_Buffer** args = calloc((size_t)g->param_count + 1, sizeof *args);
-  struct PJRT_Buffer** owned = calloc((size_t)g->param_count + 1, sizeof *owned);
-  struct PJRT_Buffer** results = calloc((size_t)result_count + 1, sizeof *results);
-  tpu_status status = values && result_slots && args && owned && results
-                          ? NULL
-                          : TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory running a fused graph");
-  int m = 0;
-  for (int i = 0; !status && i < g->slot_count; i++) {
+  bool ok = true;
+  for (int i = 0; i < g->slot_count; i++) {
     if (!slot_is_result(&g->slots[i])) continue;
-    result_slots[m] = i;
-    values[m++] = g->slots[i].value;
+    result_slots[result_count++] = i;
+    ok = ok && key_put(g, &i, sizeof i);
   }
+  tpu_status status = ok ? NULL : no_memory();
   /* With no results nothing outside the graph can observe it: skip it. */
-  char* text = NULL;
-  size_t size = 0;
-  if (!status && result_count > 0) status = hlo_builder_finish(g->b, values, result_count, &text, &size);
-  struct PJRT_LoadedExecutable* executable = NULL;
-  bool compiled = false;
-  if (!status && result_count > 0) status = program_cache_get(runtime_pjrt(), text, size, &executable, &compiled);
-  free(text);
-  if (!status && result_count > 0 && !compiled) tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
-  int made = 0;
-  for (; !status && result_count > 0 && made < g->param_count; made++)
-    status = graph_param_buffer(g->device, &g->params[made],
-                                g->params[made].slot >= 0 ? g->slots[g->params[made].slot].buffer : NULL,
-                                &args[made], &owned[made]);
-  if (!status && result_count > 0)
-    status = tpu_pjrt_execute(runtime_pjrt(), executable, g->device, args, (size_t)g->param_count,
-                              results, (size_t)result_count);
   if (!status && result_count > 0) {
-    tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
-    for (int k = 0; k < result_count; k++) {
-      graph_slot* s = &g->slots[result_slots[k]];
-      buffer_replace(s->buffer, results[k], s->dtype);
-      s->buffer->writer = "a fused graph";
-    }
+    uint64_t hash = cache_hash(g->key, g->key_len, CACHE_HASH_SEED);
+    graph_template* t = template_find(hash, g->key, g->key_len);
+    if (t)
+      tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
+    else
+      status = template_make(g, hash, result_slots, result_count, &t);
+    if (!status) status = run_template(g, t);
   }
-  for (int i = 0; i < made && owned; i++) tpu_pjrt_buffer_destroy(runtime_pjrt(), owned[i]);
-  free(values);
   free(result_slots);
-  free(args);
-  free(owned);
-  free(results);
   return status;
-}
-
-void graph_reset(graph* g) {
-  drop_params(g, 0);
-  drop_slots(g, 0);
-  tpu_status_free(hlo_builder_rollback(g->b, (hlo_mark){0, 0, 0, 0}));
-  g->op_count = 0;
-  g->first_op = g->last_op = NULL;
 }
 
 tpu_status graph_flush(int device) {
@@ -298,10 +497,13 @@ tpu_status graph_flush(int device) {
                      "torch.compile (a .item(), print or data-dependent branch inside the compiled "
                      "code): move it out of the compiled function");
   if (!g || g->op_count == 0) return NULL;
+  int op_count = g->op_count;
+  const char* first = g->ops[0].plan->entry->name;
+  const char* last = g->ops[op_count - 1].plan->entry->name;
   tpu_status status = run(g);
   if (status)
-    status = tpu_status_annotate(status, "a fused graph of %d ops (aten::%s ... aten::%s): ",
-                                 g->op_count, g->first_op, g->last_op);
+    status = tpu_status_annotate(status, "a fused graph of %d ops (aten::%s ... aten::%s): ", op_count,
+                                 first, last);
   graph_reset(g);
   return status;
 }

@@ -1,72 +1,108 @@
 /* Inside exec/: a graph of op calls built into one program. Fused eager
  * keeps one pending graph per device and runs it at a sync point; a
- * capture (torch.compile) turns one into a reusable tpu_program. Lowerings
- * add to the graph's builder exactly as they do for a single op; only where
- * storages and parameters come from differs (exec/lowering.c asks here). */
+ * capture (torch.compile) turns one into a reusable tpu_program.
+ *
+ * Recording an op copies its call and notes its storages; nothing is
+ * lowered then. At a sync point the graph's structure (each op's plan and
+ * output layout, which storages each tensor is, which results are still
+ * needed) is looked up among the graphs seen before: a training loop finds
+ * its step there from the second step on and only binds new values to the
+ * cached program's parameters. A new structure is lowered op by op into one
+ * builder, exactly as a single op would be (exec/lowering.c asks here where
+ * storages and parameters come from). */
 #ifndef TPU_EXEC_GRAPH_H
 #define TPU_EXEC_GRAPH_H
 
 #include "exec/op_plan.h"
 #include "pjrt/pjrt.h"
 
-/* A storage the graph reads or writes, by first use. */
+/* A storage the graph reads or writes, numbered by first use. */
 typedef struct graph_slot {
-  tpu_buffer* buffer; /* retained while in the graph */
-  hlo_value value;    /* its latest flat value in the program */
-  tpu_dtype dtype;    /* element type of value */
-  bool written;
+  tpu_buffer* buffer;   /* retained while in the graph */
+  tpu_dtype first_dtype; /* storage element type when the graph first saw it */
+  hlo_value value;      /* while lowering: its latest flat value */
+  tpu_dtype dtype;      /* while lowering: element type of value */
+  bool written;         /* by some recorded op (recording); so far (lowering) */
 } graph_slot;
 
-/* A program parameter with the value bound when its op was recorded. */
-typedef struct graph_param {
+/* Where a program parameter's value comes from: a slot's storage, or an
+ * argument (or view offset) of one recorded op. */
+typedef struct graph_source {
   param_kind kind;
   tpu_dtype dtype;
-  int slot;                         /* PARAM_STORAGE: the slot it reads */
-  unsigned char bits[16];           /* PARAM_OFFSET, PARAM_SCALAR, PARAM_RNG */
-  double* list;                     /* PARAM_SCALAR_LIST values (owned) */
+  int slot;       /* PARAM_STORAGE */
+  int op;         /* the others: the recorded op ... */
+  tensor_ref ref; /* ... and its argument or tensor */
+} graph_source;
+
+/* A parameter's value, resolved from its source. */
+typedef struct graph_value {
+  param_kind kind;
+  tpu_dtype dtype;
+  tpu_buffer* storage;    /* PARAM_STORAGE */
+  unsigned char bits[16]; /* PARAM_OFFSET, PARAM_SCALAR, PARAM_RNG */
+  const double* list;     /* PARAM_SCALAR_LIST (borrowed) */
   int64_t list_count;
-} graph_param;
+} graph_value;
+
+typedef struct recorded_op {
+  tpu_op_plan* plan;
+  tpu_op_call call; /* a copy in the graph's arena */
+} recorded_op;
+
+typedef struct graph_arena graph_arena;
 
 typedef struct graph {
   int device;
-  hlo_builder* b;
   graph_slot* slots;
   int slot_count;
   int slot_cap;
-  graph_param* params;
-  int param_count;
-  int param_cap;
+  recorded_op* ops;
   int op_count;
-  const char* first_op; /* static names, for error messages */
-  const char* last_op;
-  bool capturing; /* a torch.compile capture: never flushed, see program.c */
+  int op_cap;
+  graph_arena* arena;    /* the recorded calls' copies */
+  unsigned char* key;    /* the structure so far */
+  size_t key_len;
+  size_t key_cap;
+  bool capturing;        /* a torch.compile capture: never flushed, see program.c */
+  /* While lowering: */
+  hlo_builder* b;
+  int lowering_op;
+  graph_source* sources; /* one per program parameter, in order */
+  int source_count;
+  int source_cap;
 } graph;
 
-/* The device's pending graph, if it has recorded ops. Lock held. */
+/* The device's pending graph, if any. Lock held. */
 graph* graph_pending(int device);
 /* The device's pending graph, made on first use. Lock held. */
 tpu_status graph_open(int device, graph** out);
-/* Drops every recorded op, parameter and slot. Lock held. */
+/* Drops every recorded op and slot. Lock held. */
 void graph_reset(graph* g);
-/* The device buffer for parameter `p` (`storage` for PARAM_STORAGE); a
- * buffer made only for this run is also handed back through out_owned. */
-tpu_status graph_param_buffer(int device, const graph_param* p, tpu_buffer* storage,
-                              struct PJRT_Buffer** out_buffer, struct PJRT_Buffer** out_owned);
 
-/* The latest flat value of t's storage (a parameter on first read). */
-hlo_value graph_storage_read(graph* g, const tpu_tensor* t);
-/* Binds a non-storage parameter to its value in `call` now. */
-hlo_value graph_param_bind(graph* g, param_kind kind, const tpu_op_call* call, tensor_ref ref,
-                           hlo_type type);
-/* Makes `value` (flat, `dtype`) the storage's latest value. */
-tpu_status graph_storage_write(graph* g, tpu_buffer* buffer, hlo_value value, tpu_dtype dtype);
-
-/* Adds one op call to the device's pending graph (fused mode). Lock held. */
+/* Adds one op call to the device's pending graph (fused mode, captures). */
 tpu_status graph_record(tpu_op_plan* plan, const tpu_op_call* call);
 /* Runs and empties the device's pending graph, if any. Lock held. */
 tpu_status graph_flush(int device);
 /* Flushes the graph `buffer` is pending in, if any. Lock held. */
 tpu_status graph_flush_buffer(const tpu_buffer* buffer);
+
+/* Lowers every recorded op into a new builder, filling g->sources; then
+ * makes the program returning the latest values of `result_slots`. */
+tpu_status graph_lower(graph* g, const int* result_slots, int result_count, char** out_text,
+                       size_t* out_size);
+/* A source's value in this graph's recorded calls. */
+graph_value graph_resolve(const graph* g, const graph_source* source);
+/* The device buffer for a value; one made only for this run is also handed
+ * back through out_owned. Lock held. */
+tpu_status graph_value_buffer(int device, const graph_value* value, struct PJRT_Buffer** out_buffer,
+                              struct PJRT_Buffer** out_owned);
+
+/* For exec/lowering.c while lowering: */
+hlo_value graph_storage_read(graph* g, const tpu_tensor* t);
+hlo_value graph_param_bind(graph* g, param_kind kind, const tpu_op_call* call, tensor_ref ref,
+                           hlo_type type);
+tpu_status graph_storage_write(graph* g, tpu_buffer* buffer, hlo_value value, tpu_dtype dtype);
 
 /* Lowers `call` into `g` (exec/lowering.c). */
 tpu_status lower_into_graph(const tpu_op_plan* plan, const tpu_op_call* call, graph* g);

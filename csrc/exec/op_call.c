@@ -238,6 +238,13 @@ static tpu_status unsupported(const tpu_op_call* call) {
 /* Thread-local scratch: keys are built outside the plan allocation. */
 static _Thread_local key_buf scratch;
 
+tpu_status op_output_signature(const tpu_op_call* call, const unsigned char** out_data, size_t* out_len) {
+  TPU_RETURN_IF_ERROR(output_key(call, &scratch));
+  *out_data = scratch.data;
+  *out_len = scratch.len;
+  return NULL;
+}
+
 tpu_status tpu_op_lookup(const tpu_op_call* call, tpu_op_plan** out_plan) {
   *out_plan = NULL;
   const tpu_op_entry* entry = find_entry(call->name);

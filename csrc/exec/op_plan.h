@@ -64,6 +64,10 @@ const tpu_tensor* ref_tensor(const tpu_op_call* call, tensor_ref ref);
 tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_variant* variant,
                       char** out_text, size_t* out_size);
 
+/* The call's output layout signature (views, storages, aliasing), valid
+ * until the thread's next signature. */
+tpu_status op_output_signature(const tpu_op_call* call, const unsigned char** out_data, size_t* out_len);
+
 /* The op's base name: "add_" -> "add"; dunder names are kept. */
 void op_base_name(const char* name, char* out, size_t size);
 

@@ -11,7 +11,8 @@
 #include "exec/runtime_impl.h"
 
 typedef struct program_param {
-  graph_param bound;    /* kind, dtype and fixed value */
+  graph_value bound;    /* kind, dtype and the value fixed at capture */
+  double* list;         /* PARAM_SCALAR_LIST: bound.list, owned */
   int input;            /* PARAM_STORAGE: the input it reads, or -1 */
   tpu_buffer* constant; /* PARAM_STORAGE with no input: retained */
   uint64_t rng_step;    /* PARAM_RNG: its offset after the run's first */
@@ -46,7 +47,7 @@ struct tpu_program {
 void tpu_program_free(tpu_program* p) {
   if (!p) return;
   for (int i = 0; i < p->param_count; i++) {
-    free(p->params[i].bound.list);
+    free(p->params[i].list);
     tpu_buffer_release(p->params[i].constant);
   }
   for (int k = 0; k < p->output_count; k++) tpu_buffer_release(p->outputs[k].constant);
@@ -94,54 +95,65 @@ static int input_of(tpu_buffer* const* inputs, int count, const tpu_buffer* buff
 
 /* The program's parameters: each graph parameter by role. */
 static tpu_status bind_roles(tpu_program* p, graph* g, tpu_buffer* const* inputs, int input_count) {
-  p->params = calloc((size_t)g->param_count + 1, sizeof *p->params);
+  p->params = calloc((size_t)g->source_count + 1, sizeof *p->params);
   if (!p->params) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory capturing a graph");
   uint64_t first = UINT64_MAX, last = 0;
-  for (int i = 0; i < g->param_count; i++) {
-    const graph_param* gp = &g->params[i];
-    if (gp->kind != PARAM_RNG) continue;
-    uint64_t offset;
-    memcpy(&offset, gp->bits + 8, sizeof offset);
-    if (offset < first) first = offset;
-    if (offset > last) last = offset;
-  }
-  p->rng_count = first == UINT64_MAX ? 0 : last - first + 1;
-  for (int i = 0; i < g->param_count; i++, p->param_count++) {
+  for (int i = 0; i < g->source_count; i++, p->param_count++) {
     program_param* pp = &p->params[i];
-    pp->bound = g->params[i];
-    g->params[i].list = NULL; /* moved */
+    pp->bound = graph_resolve(g, &g->sources[i]);
     pp->input = -1;
     if (pp->bound.kind == PARAM_STORAGE) {
-      tpu_buffer* buffer = g->slots[pp->bound.slot].buffer;
-      pp->input = input_of(inputs, input_count, buffer);
+      pp->input = input_of(inputs, input_count, pp->bound.storage);
       if (pp->input < 0) {
-        pp->constant = buffer;
-        tpu_buffer_retain(buffer);
+        pp->constant = pp->bound.storage;
+        tpu_buffer_retain(pp->constant);
       }
+      pp->bound.storage = NULL;
+    } else if (pp->bound.kind == PARAM_SCALAR_LIST) {
+      size_t n = (size_t)pp->bound.list_count;
+      pp->list = malloc((n ? n : 1) * sizeof(double));
+      if (!pp->list) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory capturing a graph");
+      memcpy(pp->list, pp->bound.list, n * sizeof(double));
+      pp->bound.list = pp->list;
     } else if (pp->bound.kind == PARAM_RNG) {
       uint64_t offset;
       memcpy(&offset, pp->bound.bits + 8, sizeof offset);
-      pp->rng_step = offset - first;
+      if (offset < first) first = offset;
+      if (offset > last) last = offset;
     }
+  }
+  p->rng_count = first == UINT64_MAX ? 0 : last - first + 1;
+  for (int i = 0; i < p->param_count; i++) {
+    program_param* pp = &p->params[i];
+    if (pp->bound.kind != PARAM_RNG) continue;
+    uint64_t offset;
+    memcpy(&offset, pp->bound.bits + 8, sizeof offset);
+    pp->rng_step = offset - first;
   }
   return NULL;
 }
 
-/* Results: every written slot that is an output's storage or an input. */
-static tpu_status bind_results(tpu_program* p, graph* g, tpu_buffer* const* inputs, int input_count,
-                               tpu_buffer* const* outputs, int output_count, hlo_value* values) {
-  int* slot_result = malloc(((size_t)g->slot_count + 1) * sizeof *slot_result);
-  if (!slot_result) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory capturing a graph");
+/* Results: every written slot that is an input or an output's storage. */
+static int choose_results(tpu_program* p, graph* g, tpu_buffer* const* inputs, int input_count,
+                          tpu_buffer* const* outputs, int output_count, int* result_slots,
+                          int* slot_result) {
   for (int s = 0; s < g->slot_count; s++) {
     const graph_slot* slot = &g->slots[s];
     slot_result[s] = -1;
     if (!slot->written) continue;
     int input = input_of(inputs, input_count, slot->buffer);
     if (input < 0 && input_of(outputs, output_count, slot->buffer) < 0) continue;
-    p->results[p->result_count] = (program_result){input, slot->buffer->nbytes, slot->dtype};
+    p->results[p->result_count] = (program_result){input, slot->buffer->nbytes, TPU_F32};
     slot_result[s] = p->result_count;
-    values[p->result_count++] = slot->value;
+    result_slots[p->result_count++] = s;
   }
+  return p->result_count;
+}
+
+static void bind_outputs(tpu_program* p, graph* g, tpu_buffer* const* inputs, int input_count,
+                         tpu_buffer* const* outputs, int output_count, const int* result_slots,
+                         const int* slot_result) {
+  for (int m = 0; m < p->result_count; m++) p->results[m].dtype = g->slots[result_slots[m]].dtype;
   for (int k = 0; k < output_count; k++, p->output_count++) {
     program_output* o = &p->outputs[k];
     *o = (program_output){-1, -1, NULL, 0};
@@ -156,8 +168,6 @@ static tpu_status bind_results(tpu_program* p, graph* g, tpu_buffer* const* inpu
       tpu_buffer_retain(o->constant);
     }
   }
-  free(slot_result);
-  return NULL;
 }
 
 tpu_status tpu_capture_end(int device, tpu_buffer* const* inputs, int input_count,
@@ -172,28 +182,31 @@ tpu_status tpu_capture_end(int device, tpu_buffer* const* inputs, int input_coun
   g->capturing = false;
   tpu_program* p = calloc(1, sizeof *p);
   size_t slots = (size_t)g->slot_count + 1;
-  hlo_value* values = malloc(slots * sizeof *values);
+  int* result_slots = malloc(slots * sizeof *result_slots);
+  int* slot_result = malloc(slots * sizeof *slot_result);
   tpu_status status = NULL;
   if (p) {
     p->results = calloc(slots, sizeof *p->results);
     p->outputs = calloc((size_t)output_count + 1, sizeof *p->outputs);
   }
-  if (!p || !values || !p->results || !p->outputs)
+  if (!p || !result_slots || !slot_result || !p->results || !p->outputs)
     status = TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory capturing a graph");
+  char* text = NULL;
+  size_t size = 0;
   if (!status) {
     p->device = device;
     p->input_count = input_count;
-    status = bind_roles(p, g, inputs, input_count);
+    int n = choose_results(p, g, inputs, input_count, outputs, output_count, result_slots, slot_result);
+    status = graph_lower(g, result_slots, n, &text, &size);
   }
-  if (!status) status = bind_results(p, g, inputs, input_count, outputs, output_count, values);
-  char* text = NULL;
-  size_t size = 0;
-  if (!status) status = hlo_builder_finish(g->b, values, p->result_count, &text, &size);
+  if (!status) status = bind_roles(p, g, inputs, input_count);
+  if (!status) bind_outputs(p, g, inputs, input_count, outputs, output_count, result_slots, slot_result);
   bool compiled = false;
   if (!status) status = program_cache_get(runtime_pjrt(), text, size, &p->executable, &compiled);
   if (!status && !compiled) tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
   free(text);
-  free(values);
+  free(result_slots);
+  free(slot_result);
   graph_reset(g);
   runtime_unlock();
   if (status) {
@@ -242,12 +255,13 @@ tpu_status tpu_program_run(tpu_program* p, tpu_buffer* const* inputs, int input_
   int made = 0;
   for (; !status && made < p->param_count; made++) {
     const program_param* pp = &p->params[made];
-    graph_param bound = pp->bound;
+    graph_value bound = pp->bound;
     if (bound.kind == PARAM_RNG) {
       uint64_t state[2] = {rng_seed, rng_offset + pp->rng_step};
       memcpy(bound.bits, state, sizeof state);
     }
-    status = graph_param_buffer(p->device, &bound, param_storage(p, pp, inputs), &args[made], &owned[made]);
+    bound.storage = param_storage(p, pp, inputs);
+    status = graph_value_buffer(p->device, &bound, &args[made], &owned[made]);
   }
   if (!status)
     status = tpu_pjrt_execute(runtime_pjrt(), p->executable, p->device, args, (size_t)p->param_count,

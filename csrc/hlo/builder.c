@@ -231,27 +231,6 @@ void region_end(hlo_builder* b, const hlo_value* results, int n) {
   text_append(b, &b->region, "%.*s", (int)t->len, t->data);
 }
 
-/* ---- marks ---- */
-
-hlo_mark hlo_builder_mark(const hlo_builder* b) {
-  return (hlo_mark){b->value_count, b->param_count, b->params.len, b->texts[0].len};
-}
-
-tpu_status hlo_builder_rollback(hlo_builder* b, hlo_mark mark) {
-  tpu_status s = b->status;
-  b->status = NULL;
-  b->value_count = mark.value_count;
-  b->param_count = mark.param_count;
-  b->params.len = mark.params_len;
-  b->texts[0].len = mark.body_len;
-  for (int i = 1; i < HLO_MAX_DEPTH; i++) b->texts[i].len = 0;
-  b->region.len = 0;
-  b->depth = 0;
-  return s;
-}
-
-int hlo_builder_param_count(const hlo_builder* b) { return b->param_count; }
-
 /* ---- finish ---- */
 
 tpu_status hlo_builder_finish(hlo_builder* b, const hlo_value* results, int result_count,

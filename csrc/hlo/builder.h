@@ -46,20 +46,6 @@ bool hlo_failed(const hlo_builder* b);
  * is valid only until the next value is added: copy it to keep it. */
 const hlo_type* hlo_type_of(const hlo_builder* b, hlo_value v);
 
-/* A point to return to: a fused graph undoes a failed op's partial ops
- * and keeps the ops recorded before it. */
-typedef struct hlo_mark {
-  int value_count;
-  int param_count;
-  size_t params_len;
-  size_t body_len;
-} hlo_mark;
-hlo_mark hlo_builder_mark(const hlo_builder* b);
-/* Drops everything added after `mark` and hands back the sticky error (the
- * caller frees it; NULL if none), leaving the builder usable. */
-tpu_status hlo_builder_rollback(hlo_builder* b, hlo_mark mark);
-int hlo_builder_param_count(const hlo_builder* b);
-
 /* Appends a function parameter (in call order). */
 hlo_value hlo_parameter(hlo_builder* b, hlo_type type);
 /* Makes the module text (malloc'd; caller frees) returning `results`.
