@@ -162,12 +162,21 @@ def test_nll_loss(reduction):
     check_grad(lambda x, t: F.nll_loss(x, t, reduction=reduction), [randn((5,))], [torch.tensor(2)])
 
 
-# CPU accepts uint8 class indices too, but PyTorch's meta kernels for
-# nll_loss_forward/backward (which give tpu its output types) reject them.
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="meta kernel rejects uint8 targets")
+# CPU's nll_loss accepts uint8 class indices too (PyTorch's meta kernel,
+# which gives tpu its output types, does not; the glue works around that).
 def test_nll_loss_byte_targets():
     t = targets((6,), 4).to(torch.uint8)
     check_grad(lambda x, t: F.nll_loss(x, t, ignore_index=1), [randn((6, 4))], [t])
+    check_grad(lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1), [randn((6, 4))], [t])
+
+
+# CPU's nll_loss2d (targets with spatial dims) rejects uint8; so does tpu.
+def test_nll_loss2d_byte_targets_are_rejected():
+    x, t = randn((2, 4, 3)), targets((2, 3), 4).to(torch.uint8)
+    with pytest.raises(RuntimeError, match="Long but found Byte"):
+        F.cross_entropy(x, t)
+    with pytest.raises(RuntimeError, match="int32/int64"):
+        F.cross_entropy(x.to("tpu"), t.to("tpu"))
 
 
 def test_nll_loss_total_weight_outputs():

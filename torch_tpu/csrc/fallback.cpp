@@ -241,6 +241,16 @@ void for_each_tensor(const c10::IValue& v, Fn fn) {
   }
 }
 
+// PyTorch's CPU kernels of nll_loss (not nll_loss2d) take uint8 class
+// indices, but the decomposition that serves as their meta kernel rejects
+// them. The outputs do not depend on the index type: the stand-in is int64.
+c10::IValue byte_target_as_long(const c10::FunctionSchema& schema, const c10::Argument& a, c10::IValue v) {
+  bool nll = schema.name() == "aten::nll_loss_forward" || schema.name() == "aten::nll_loss_backward";
+  if (nll && a.name() == "target" && v.isTensor() && v.toTensor().scalar_type() == at::kByte)
+    return v.toTensor().to(at::kLong);
+  return v;
+}
+
 // Runs the op's meta kernel on stand-in tensors: PyTorch's own shape and
 // dtype rules (and its error messages for bad input) decide the outputs,
 // in the order of op outputs: mutated arguments, then fresh returns.
@@ -250,7 +260,7 @@ std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayR
   torch::jit::Stack meta;
   std::vector<at::Tensor> outputs;
   for (size_t i = 0; i < arguments.size(); i++) {
-    meta.push_back(to_meta(arguments[i], inputs[i]));
+    meta.push_back(byte_target_as_long(schema, arguments[i], to_meta(arguments[i], inputs[i])));
     if (writes_argument(schema, inputs, i))
       for_each_tensor(meta.back(), [&](const at::Tensor& t) { outputs.push_back(t); });
   }
