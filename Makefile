@@ -55,8 +55,16 @@ ctest: $(TEST_BIN) | $(STAMP)
 	@set -e; for t in $(TEST_BIN); do \
 	  TORCH_TPU_PJRT_PLUGIN=$$($(PY) torch_tpu/_plugin.py) ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=csrc/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
+# The op and example parity suites also run in fused eager mode, and the
+# examples in debug mode (debug runs strict's programs, awaiting each).
+PARITY_TESTS := $(sort $(wildcard tests/test_elementwise.py tests/test_reduce.py tests/test_linalg.py \
+                  tests/test_indexing.py tests/test_creation.py tests/test_sort.py tests/test_nn_*.py \
+                  tests/test_optim.py tests/test_autocast.py)) tests/test_examples.py
+
 pytest: setup
 	$(PY) -m pytest -q tests
+	TORCH_TPU_EAGER_MODE=fused $(PY) -m pytest -q $(PARITY_TESTS)
+	TORCH_TPU_EAGER_MODE=debug $(PY) -m pytest -q tests/test_examples.py
 
 test: setup ctest pytest
 

@@ -376,10 +376,12 @@ def test_foreach_add_is_one_program():
                  lambda: torch._foreach_add_(xs, [float(i) for i in range(n)]),
                  lambda: torch._foreach_addcdiv_(xs, ys, ys, [0.1] * n),
                  lambda: torch._foreach_norm(xs)]:
-        call()  # compile
+        kept = call()  # compile (kept: fused mode drops results nobody holds)
+        torch_tpu.sync()
         before = executes()
-        call()
-        assert executes() - before == 1
+        kept = call()
+        torch_tpu.sync()
+        assert executes() - before == 1, kept
 
 
 def test_new_scalar_values_do_not_recompile():

@@ -48,14 +48,21 @@ void tpu_buffer_release(tpu_buffer* buffer) {
 size_t tpu_buffer_nbytes(const tpu_buffer* buffer) { return buffer->nbytes; }
 int tpu_buffer_device(const tpu_buffer* buffer) { return buffer->device; }
 
-tpu_status buffers_await_all(int device) {
+tpu_status buffers_for_each(int device, tpu_status (*fn)(tpu_buffer* buffer, void* context),
+                            void* context) {
   for (tpu_buffer* b = live_buffers; b; b = b->next) {
     if (b->device != device || !b->pjrt) continue;
-    tpu_status status = tpu_pjrt_buffer_await(runtime_pjrt(), b->pjrt);
-    if (status) return tpu_status_annotate(status, "%s failed: ", b->writer ? b->writer : "an op");
+    TPU_RETURN_IF_ERROR(fn(b, context));
   }
   return NULL;
 }
+
+static tpu_status await_buffer(tpu_buffer* b, void* context) {
+  tpu_status status = tpu_pjrt_buffer_await(runtime_pjrt(), b->pjrt);
+  return status ? tpu_status_annotate(status, "%s failed: ", b->writer ? b->writer : "an op") : NULL;
+}
+
+tpu_status buffers_await_all(int device) { return buffers_for_each(device, await_buffer, NULL); }
 
 tpu_dtype buffer_storage_dtype(const tpu_buffer* buffer, tpu_dtype view_dtype) {
   if (buffer->graph_slot) return buffer->pending_dtype;

@@ -75,26 +75,15 @@ void tpu_event_destroy(tpu_event* event) {
 
 int tpu_event_device(const tpu_event* event) { return event->device; }
 
-/* Registers a callback on each storage of `device` that holds device
- * memory. buffer.c keeps live storages in a list it does not export; a
- * storage made here is a member, so the walk starts from it and covers
- * the list both ways. Lock held. */
-static tpu_status watch_live_buffers(int device, event_mark* m) {
-  tpu_buffer* anchor = NULL;
-  TPU_RETURN_IF_ERROR(tpu_buffer_create(device, 0, &anchor));
-  tpu_buffer* b = anchor;
-  while (b->prev) b = b->prev;
-  tpu_status status = NULL;
-  for (; b && !status; b = b->next) {
-    if (b->device != device || !b->pjrt) continue;
-    atomic_fetch_add(&m->refcount, 1);
-    pthread_mutex_lock(&m->mutex);
-    m->pending++;
-    pthread_mutex_unlock(&m->mutex);
-    status = tpu_pjrt_buffer_on_ready(runtime_pjrt(), b->pjrt, b->writer, mark_ready, m);
-    if (status) mark_ready(m, NULL); /* never called back: undo */
-  }
-  tpu_buffer_release(anchor);
+/* Registers the mark on one storage's readiness. Lock held. */
+static tpu_status watch_buffer(tpu_buffer* b, void* context) {
+  event_mark* m = context;
+  atomic_fetch_add(&m->refcount, 1);
+  pthread_mutex_lock(&m->mutex);
+  m->pending++;
+  pthread_mutex_unlock(&m->mutex);
+  tpu_status status = tpu_pjrt_buffer_on_ready(runtime_pjrt(), b->pjrt, b->writer, mark_ready, m);
+  if (status) mark_ready(m, NULL); /* never called back: undo */
   return status;
 }
 
@@ -110,7 +99,7 @@ tpu_status tpu_event_record(tpu_event* event, int device) {
   m->pending = 1;
   runtime_lock();
   tpu_status status = tpu_sync(device);
-  if (!status) status = watch_live_buffers(device, m);
+  if (!status) status = buffers_for_each(device, watch_buffer, m);
   if (!status) {
     mark_release(event->mark);
     event->mark = m;

@@ -45,6 +45,11 @@ tpu_dtype buffer_storage_dtype(const tpu_buffer* buffer, tpu_dtype view_dtype);
 
 void memory_account(int device, int64_t delta);
 
+/* Calls fn on every live buffer of `device` that holds device storage,
+ * until one fails. Lock held. */
+tpu_status buffers_for_each(int device, tpu_status (*fn)(tpu_buffer* buffer, void* context),
+                            void* context);
+
 /* Awaits every live buffer on `device`: all enqueued work that anything can
  * still observe. Returns the first error. Lock held. */
 tpu_status buffers_await_all(int device);
