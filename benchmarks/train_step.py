@@ -43,7 +43,13 @@ CONFIGS = {
 
 
 class CompiledOptimizer:
+    """The optimizer step compiled. On the tpu its step counters live on the
+    device (capturable), as dynamo arranges by itself for CUDA optimizers."""
+
     def __init__(self, optimizer, backend):
+        if backend == "tpu":
+            for group in optimizer.param_groups:
+                group["capturable"] = True
         self.optimizer = optimizer
         self.step = torch.compile(optimizer.step, backend=backend)
 

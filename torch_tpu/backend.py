@@ -23,10 +23,6 @@ from . import _C
 _TPU = "tpu"
 
 
-def _storage_key(t):
-    return t.untyped_storage().data_ptr()
-
-
 def _signature(args):
     """What a captured program depends on: each tensor's dtype, device, view
     layout and storage size, which inputs share a storage, and the values
@@ -35,10 +31,10 @@ def _signature(args):
     first_seen = {}
     for a in args:
         if isinstance(a, torch.Tensor):
-            storage = _storage_key(a)
-            key.append((a.dtype, a.device.type, tuple(a.shape), a.stride(), a.storage_offset(),
-                        a.untyped_storage().nbytes(), first_seen.setdefault((a.device.type, storage),
-                                                                            len(first_seen))))
+            storage = a.untyped_storage()
+            shared = first_seen.setdefault((a.device, storage.data_ptr()), len(first_seen))
+            key.append((a.dtype, a.device, a.shape, a.stride(), a.storage_offset(), storage.nbytes(),
+                        shared))
         else:
             key.append((type(a), a))
     return tuple(key)
