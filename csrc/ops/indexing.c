@@ -1,10 +1,12 @@
 /* Indexing and shape lowerings: cat, index_select, gather, the scatter
- * family, index_add/copy/fill, take, put, masked_fill, masked_scatter, flip,
- * roll, tril/triu and their indices, constant_pad_nd, narrow_copy, and
- * advanced indexing (index.Tensor, index_put_). */
+ * family, index_add/copy/fill, take, put, masked_fill, masked_scatter,
+ * masked_select, nonzero, flip, roll, tril/triu and their indices,
+ * constant_pad_nd, narrow_copy, and advanced indexing (index.Tensor,
+ * index_put_). */
 #include <string.h>
 
 #include "hlo/reduce_extra_ops.h"
+#include "hlo/sort_ops.h"
 #include "ops/families.h"
 
 #define MAX_CAT 1024
@@ -184,6 +186,63 @@ static hlo_value mask_slots(hlo_builder* b, hlo_value flat_mask) {
   hlo_value ones = hlo_convert(b, flat_mask, TPU_I64);
   hlo_value count = hlo_cumulative(b, ones, hlo_constant(b, TPU_I64, 0), "add", 0);
   return hlo_binary(b, "subtract", count, hlo_constant_like(b, count, 1));
+}
+
+/* The flat positions of a flat mask's first `count` true entries, in
+ * order: a stable sort by "not selected" brings them to the front. */
+static hlo_value true_positions(hlo_builder* b, hlo_value flat_mask, int64_t count) {
+  int64_t n = hlo_type_of(b, flat_mask)->dims[0];
+  hlo_value pair[2] = {hlo_convert(b, hlo_unary(b, "not", flat_mask), TPU_I32),
+                       hlo_iota(b, hlo_type_make(TPU_I64, 1, &n), 0)};
+  hlo_value sorted[2];
+  hlo_sort(b, pair, 2, 0, false, sorted);
+  return hlo_slice(b, sorted[1], (int64_t[]){0}, &count, (int64_t[]){1});
+}
+
+/* Data-dependent lengths: the glue counts the selected elements on the
+ * device first (one sync), then calls these with that count as an extra
+ * last argument, so each length keys a program of its own. */
+
+/* masked_select(self, mask, count): self's elements where mask is true,
+ * both broadcast to one shape, in row-major order. */
+static tpu_status lower_masked_select(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type out = tpu_lower_output_type(l, 0);
+  hlo_type shape = tpu_lower_broadcast_type(l, (int[]){0, 1}, 2, out.dtype);
+  int64_t n = hlo_type_numel(&shape);
+  if (out.dims[0] == 0) {
+    set_empty_output(l);
+    return NULL;
+  }
+  hlo_value x = hlo_reshape(b, tpu_lower_value_as(l, 0, &shape), 1, &n);
+  shape.dtype = TPU_BOOL;
+  hlo_value mask = hlo_reshape(b, tpu_lower_value_as(l, 1, &shape), 1, &n);
+  tpu_lower_set_output(l, 0, select_along(b, x, 0, true_positions(b, mask, out.dims[0])));
+  return NULL;
+}
+
+/* nonzero(self, count) -> (count, rank) int64: the coordinates of self's
+ * nonzero elements in row-major order. */
+static tpu_status lower_nonzero(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type xt = tpu_lower_arg_type(l, 0), out = tpu_lower_output_type(l, 0);
+  if (hlo_type_numel(&out) == 0) {
+    set_empty_output(l);
+    return NULL;
+  }
+  int64_t n = hlo_type_numel(&xt), count = out.dims[0], column[2] = {count, 1};
+  hlo_value x = hlo_reshape(b, tpu_lower_tensor(l, 0), 1, &n);
+  hlo_value flat = true_positions(b, hlo_compare(b, "NE", x, hlo_constant_like(b, x, 0)), count);
+  hlo_value coords[TPU_MAX_RANK];
+  int64_t stride = 1;
+  for (int d = xt.rank - 1; d >= 0; d--) {
+    hlo_value c = hlo_binary(b, "divide", flat, hlo_constant_like(b, flat, (double)stride));
+    c = hlo_binary(b, "remainder", c, hlo_constant_like(b, c, (double)xt.dims[d]));
+    coords[d] = hlo_reshape(b, c, 2, column);
+    stride *= xt.dims[d];
+  }
+  tpu_lower_set_output(l, 0, hlo_concatenate(b, coords, xt.rank, 1));
+  return NULL;
 }
 
 /* put(self, index, source, accumulate): self flattened, written (or added
@@ -667,7 +726,9 @@ static const tpu_op_entry entries[] = {
     {"index_select", lower_index_select, false},
     {"masked_fill", lower_masked_fill, false},
     {"masked_scatter", lower_masked_scatter, false},
+    {"masked_select", lower_masked_select, false},
     {"narrow_copy", lower_narrow_copy, false},
+    {"nonzero", lower_nonzero, false},
     {"put", lower_put, false},
     {"roll", lower_roll, false},
     {"scatter", lower_scatter, false},

@@ -2,6 +2,7 @@
 // views, copies, resize, item), and the one boxed fallback that sends every
 // other ATen op to the C runtime's lowering table.
 #include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
@@ -167,6 +168,60 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   return self.key_set() == from.key_set() || (dense(self.key_set()) && dense(from.key_set()));
 }
 
+// Ops whose output length depends on the data, which no meta kernel can
+// tell: the glue counts on the device (reading the count back is a sync, as
+// in CUDA's kernels) and runs the lowering with the count as a trailing
+// argument, into an output of the length it now knows.
+void run_counted(const char* name, std::initializer_list<at::Tensor> inputs, int64_t count, const at::Tensor& out) {
+  std::vector<tpu_arg> args;
+  for (const at::Tensor& t : inputs) {
+    TORCH_CHECK(t.device() == out.device(), name, ": expected all tensors on ", out.device(), ", but found one on ",
+                t.device());
+    args.emplace_back().kind = TPU_ARG_TENSOR;
+    args.back().u.tensor = to_tpu_tensor(t, name);
+  }
+  args.emplace_back().kind = TPU_ARG_INT;
+  args.back().u.i = count;
+  tpu_tensor view = to_tpu_tensor(out, name);
+  tpu_op_call call{name, "", out.device().index(), args.data(), static_cast<int>(args.size()), &view, 1};
+  tpu_op_plan* plan = nullptr;
+  check(tpu_op_lookup(&call, &plan));
+  if (!plan) {
+    const int64_t* sizes = view.sizes;
+    check(tpu_op_plan_create(&call, 1, &view.dtype, &view.rank, &sizes, &plan));
+  }
+  check(tpu_op_execute(plan, &call));
+}
+
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "masked_select(): self and result must have the same scalar type");
+  std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+  int64_t count = at::count_nonzero(mask.expand(shape)).item<int64_t>();
+  at::native::resize_output(out, {count});
+  run_counted("masked_select", {self, mask}, count, out);
+  return out;
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  at::Tensor out = at::empty({0}, self.options());
+  return masked_select_out(self, mask, out);
+}
+
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: expected out tensor to have scalar type Long but got ",
+              out.scalar_type());
+  int64_t count = at::count_nonzero(self).item<int64_t>();
+  at::native::resize_output(out, {count, self.dim()});
+  run_counted("nonzero", {self}, count, out);
+  return out;
+}
+
+at::Tensor nonzero(const at::Tensor& self) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return nonzero_out(self, out);
+}
+
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   at::Tensor host = at::empty({}, self.options().device(at::kCPU));
   tpu_tensor view = to_tpu_tensor(self, "item");
@@ -194,6 +249,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+  m.impl("masked_select", masked_select);
+  m.impl("masked_select.out", masked_select_out);
+  m.impl("nonzero", nonzero);
+  m.impl("nonzero.out", nonzero_out);
   // convolution's own kernels send other devices to convolution_overrideable,
   // which has no meta kernel; these two do, so they go to the fallback.
   m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
