@@ -181,3 +181,42 @@ def test_an_op_without_lowering_raises_and_the_process_keeps_working():
     x = torch.randn(3)
     assert_close(x.to("tpu") * 2, x * 2)
     assert torch_tpu.get_eager_mode() == "strict"
+
+
+class CausalLM(torch.nn.Module):
+    """Embedding, causal self-attention, projection: every position depends
+    only on earlier ones, so padding the sequence at its end is exact."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 16)
+        self.qkv = torch.nn.Linear(16, 48)
+        self.out = torch.nn.Linear(16, 50)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        q, k, v = self.qkv(x).unsqueeze(1).chunk(3, dim=-1)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).squeeze(1)
+        return self.out(y + x)
+
+
+def test_bucketed_lengths_compile_once_per_bucket_and_match_unpadded():
+    torch.manual_seed(4)
+    model = CausalLM().eval()
+    compiled = torch.compile(copy.deepcopy(model).to("tpu"), backend="tpu", dynamic=True,
+                             options={"bucket_bound": 128})
+    torch_tpu.metrics.reset()
+    with torch.no_grad():
+        for length in range(2, 102):  # 100 lengths in the buckets 2, 4, ..., 128
+            idx = torch.randint(0, 50, (2, length))
+            out = compiled(idx.to("tpu"))
+            assert out.shape == (2, length, 50)
+            torch.testing.assert_close(out.cpu(), model(idx), rtol=1e-5, atol=1e-5)
+    assert torch_tpu.metrics.counters()["compile"] <= 7
+
+
+def test_bad_backend_options_are_rejected():
+    with pytest.raises(Exception, match="bucket_bound"):
+        torch.compile(mlp().to("tpu"), backend="tpu", options={"bucket": 8})(torch.randn(2, 12).to("tpu"))
+    with pytest.raises(Exception, match="bucket_bound must be an int"):
+        torch.compile(mlp().to("tpu"), backend="tpu", options={"bucket_bound": 1})(torch.randn(2, 12).to("tpu"))

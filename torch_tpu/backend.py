@@ -13,12 +13,15 @@ inputs (an optimizer's step counter, say) are copied over, `device=cpu`
 arguments become tpu, and outputs the graph declares on the CPU are copied
 back after the run.
 """
+import functools
+
 import torch
 import torch.fx
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
 from . import _C
+from ._buckets import Buckets
 
 _TPU = "tpu"
 
@@ -76,13 +79,16 @@ class CompiledGraph:
     """An AOTAutograd forward or backward graph, run as captured programs,
     one per input signature."""
 
-    def __init__(self, gm):
+    def __init__(self, gm, bucket_bound=None):
         # May be called with one list of inputs, which it frees. An instance
         # attribute, so the wrappers dynamo adds (functools.wraps) keep it.
         self._boxed_call = True
         self.gm = gm
         self.programs = {}
         self.cpu_outputs = self._cpu_outputs(gm)
+        self.buckets = Buckets(gm, bucket_bound) if bucket_bound else None
+        if self.buckets and not self.buckets.usable:
+            self.buckets = None
 
     @staticmethod
     def _cpu_outputs(gm):
@@ -100,6 +106,9 @@ class CompiledGraph:
             boxed = args[0]
             args = list(boxed)
             boxed.clear()
+        padded = self.buckets.pad(args) if self.buckets else None
+        if padded is not None:
+            args, real_sizes = padded
         key = _signature(args)
         given = [a for a in args if isinstance(a, torch.Tensor)]
         inputs = [_on_tpu(a) for a in given]
@@ -113,7 +122,7 @@ class CompiledGraph:
         result = list(captured.template)
         for slot, t in zip(captured.tensor_slots, outs):
             result[slot] = t.cpu() if slot in captured.cpu_slots else t
-        return result
+        return self.buckets.slice(result, real_sizes) if padded is not None else result
 
     def _capture(self, args, inputs):
         device = inputs[0].device.index if inputs and inputs[0].device.index is not None else _C._current_device()
@@ -139,18 +148,29 @@ class CompiledGraph:
         return _Captured(program, template, slots, self.cpu_outputs, cpu_inputs)
 
 
-def _compile_graph(gm, example_inputs):
-    return CompiledGraph(gm)
+def _compile_graph(gm, example_inputs, bucket_bound=None):
+    return CompiledGraph(gm, bucket_bound)
 
 
-def tpu_backend(gm, example_inputs, **kwargs):
+def tpu_backend(gm, example_inputs, options=None, **kwargs):
     """The "tpu" backend (found by dynamo through the torch_dynamo_backends
-    entry point, so importing torch_tpu stays cheap)."""
+    entry point, so importing torch_tpu stays cheap). Options:
+    `bucket_bound`: pad dynamic dimensions to power-of-two buckets up to
+    this size (see torch_tpu/_buckets.py)."""
+    options = dict(options or {})
+    bucket_bound = options.pop("bucket_bound", None)
+    if options:
+        raise ValueError(f"torch.compile(backend=\"tpu\"): unknown options {sorted(options)}; "
+                         "the only option is bucket_bound")
+    if bucket_bound is not None and (not isinstance(bucket_bound, int) or bucket_bound < 2):
+        raise ValueError(f"torch.compile(backend=\"tpu\"): bucket_bound must be an int >= 2, "
+                         f"got {bucket_bound!r}")
+    compile_graph = functools.partial(_compile_graph, bucket_bound=bucket_bound)
     # Inference graphs (an optimizer step runs under no_grad) keep their
     # in-place updates of inputs: the program writes those storages itself,
     # instead of returning new values for an eager copy_ per tensor.
-    return aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
-                        inference_compiler=_compile_graph,
+    return aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph,
+                        inference_compiler=compile_graph,
                         decompositions=core_aten_decompositions(),
                         keep_inference_input_mutations=True)(gm, example_inputs, **kwargs)
 
