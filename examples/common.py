@@ -17,6 +17,8 @@ def parser(description):
     p.add_argument("--device", choices=["tpu", "cpu"], default="tpu")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=1, help="print every N steps")
+    p.add_argument("--report", action="store_true",
+                   help="end with the tpu device's name and the programs the run took")
     return p
 
 
@@ -28,6 +30,36 @@ def device(name):
         if not torch.tpu.is_available():
             raise SystemExit("no tpu device: check the PJRT plugin (torch_tpu.metrics.report())")
     return torch.device(name)
+
+
+def batches(make_batch, steps, seed):
+    """`steps` batches of make_batch(generator), all drawn from one generator
+    seeded with `seed`: the same data for every device and every run."""
+    generator = torch.Generator().manual_seed(seed)
+    return [make_batch(generator) for _ in range(steps)]
+
+
+def build_and_train(example, cfg, args):
+    """How every example's script starts: the model of example.build(cfg) on
+    --device, trained for --steps batches of example.make_batches with
+    example.make_optimizer and example.loss_fn. Returns (model, device)."""
+    dev = device(args.device)
+    model = example.build(cfg, args.seed).to(dev)
+    print(f"{sum(p.numel() for p in model.parameters()):,} parameters on {dev}")
+    train(model, example.make_optimizer(model, cfg), example.loss_fn,
+          example.make_batches(cfg, args.steps, args.seed), dev, args.log_every)
+    return model, dev
+
+
+def report(args):
+    """With --report on tpu: where the run ran and the programs it took."""
+    if args.report and args.device == "tpu":
+        import torch_tpu.metrics
+
+        c = torch_tpu.metrics.counters()
+        print(f"ran on {torch.tpu.get_device_name()}: {c['execute']:,} programs run, {c['compile']} "
+              f"compiled and {c['disk_cache_hit']} read from the compile cache, {c['cpu_fallback']} ops "
+              "on the CPU fallback (more in torch_tpu.metrics.report())")
 
 
 def to_device(batch, dev):

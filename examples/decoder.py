@@ -4,6 +4,7 @@ attention, with a static key/value cache for generation. Qwen differs by the
 bias on the q/k/v projections (and, in its small sizes, tied embeddings).
 Used by llama.py and qwen.py."""
 import functools
+import sys
 import time
 from dataclasses import dataclass
 
@@ -209,9 +210,8 @@ def make_optimizer(model, cfg):
 
 
 def make_batches(cfg, steps, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    return [common.random_windows(corpus(), cfg.seq_len, cfg.batch_size, generator)
-            for _ in range(steps)]
+    return common.batches(lambda g: common.random_windows(corpus(), cfg.seq_len, cfg.batch_size, g),
+                          steps, seed)
 
 
 def loss_fn(model, batch):
@@ -225,11 +225,8 @@ def main(name, cfg):
                       "then generates with a KV cache.")
     p.add_argument("--new-tokens", type=int, default=48)
     args = p.parse_args()
-    dev = common.device(args.device)
-    model = build(cfg, args.seed).to(dev)
-    print(f"{name}: {sum(p.numel() for p in model.parameters()):,} parameters on {dev}")
-    common.train(model, make_optimizer(model, cfg), loss_fn,
-                 make_batches(cfg, args.steps, args.seed), dev, args.log_every)
+    print(f"a {name}-style decoder")
+    model, dev = common.build_and_train(sys.modules[__name__], cfg, args)
 
     model.eval()
     prompt = corpus()[:cfg.max_seq_len - args.new_tokens][None]
@@ -238,3 +235,4 @@ def main(name, cfg):
     rate = args.new_tokens / (time.perf_counter() - start)
     print(f"--- generated ({rate:.1f} tokens/s with the KV cache) ---")
     print(decode(prompt[0]) + "|" + decode(out[0]))
+    common.report(args)

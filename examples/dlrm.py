@@ -6,6 +6,7 @@ clicks follow hidden pairwise interactions, so there is something to learn.
 
     python examples/dlrm.py --steps 200 --device tpu
 """
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -118,12 +119,8 @@ def loss_fn(model, batch):
 
 def main():
     args = common.parser(__doc__).parse_args()
-    dev = common.device(args.device)
-    cfg = Config()
-    model = build(cfg, args.seed).to(dev)
-    print(f"{sum(p.numel() for p in model.parameters()):,} parameters on {dev}")
-    common.train(model, make_optimizer(model, cfg), loss_fn,
-                 make_batches(cfg, args.steps, args.seed), dev, args.log_every)
+    common.build_and_train(sys.modules[__name__], Config(), args)
+    common.report(args)
 
 
 if __name__ == "__main__":

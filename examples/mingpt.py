@@ -7,6 +7,7 @@ continuation of the text's opening.
 """
 import functools
 import math
+import sys
 import time
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ class Config:
     n_embd: int = 128
     dropout: float = 0.1
     batch_size: int = 16
-    lr: float = 3e-3
+    lr: float = 1e-3
     weight_decay: float = 0.1
 
 
@@ -142,10 +143,9 @@ def make_optimizer(model, cfg):
 
 
 def make_batches(cfg, steps, seed=0):
-    generator = torch.Generator().manual_seed(seed)
     data = corpus()[1]
-    return [common.random_windows(data, cfg.block_size, cfg.batch_size, generator)
-            for _ in range(steps)]
+    return common.batches(lambda g: common.random_windows(data, cfg.block_size, cfg.batch_size, g),
+                          steps, seed)
 
 
 def loss_fn(model, batch):
@@ -157,12 +157,8 @@ def main():
     p = common.parser(__doc__)
     p.add_argument("--sample", type=int, default=200, help="characters to sample after training")
     args = p.parse_args()
-    dev = common.device(args.device)
     cfg = Config()
-    model = build(cfg, args.seed).to(dev)
-    print(f"{sum(p.numel() for p in model.parameters()):,} parameters on {dev}")
-    common.train(model, make_optimizer(model, cfg), loss_fn,
-                 make_batches(cfg, args.steps, args.seed), dev, args.log_every)
+    model, dev = common.build_and_train(sys.modules[__name__], cfg, args)
 
     tokenizer, data = corpus()
     prompt = data[:cfg.block_size][None]
@@ -171,6 +167,7 @@ def main():
     out = model.generate(prompt.to(dev), args.sample, temperature=0.8, top_k=20).cpu()
     print(f"--- sample ({args.sample / (time.perf_counter() - start):.1f} tokens/s) ---")
     print(tokenizer.decode(prompt[0]) + "|" + tokenizer.decode(out[0]))
+    common.report(args)
 
 
 if __name__ == "__main__":

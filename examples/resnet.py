@@ -7,6 +7,7 @@ phase and noise.
     python examples/resnet.py --steps 100 --device tpu
 """
 import math
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -97,8 +98,7 @@ def make_optimizer(model, cfg):
 
 
 def make_batches(cfg, steps, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    return [make_images(cfg, cfg.batch_size, generator) for _ in range(steps)]
+    return common.batches(lambda g: make_images(cfg, cfg.batch_size, g), steps, seed)
 
 
 def loss_fn(model, batch):
@@ -108,18 +108,15 @@ def loss_fn(model, batch):
 
 def main():
     args = common.parser(__doc__).parse_args()
-    dev = common.device(args.device)
     cfg = Config()
-    model = build(cfg, args.seed).to(dev)
-    print(f"{sum(p.numel() for p in model.parameters()):,} parameters on {dev}")
-    common.train(model, make_optimizer(model, cfg), loss_fn,
-                 make_batches(cfg, args.steps, args.seed), dev, args.log_every)
+    model, dev = common.build_and_train(sys.modules[__name__], cfg, args)
 
     model.eval()  # BatchNorm now uses its running statistics
     images, labels = make_images(cfg, 256, torch.Generator().manual_seed(args.seed + 1))
     with torch.no_grad():
         predicted = model(images.to(dev)).argmax(1).cpu()
     print(f"accuracy on 256 new images: {(predicted == labels).float().mean().item():.3f}")
+    common.report(args)
 
 
 if __name__ == "__main__":

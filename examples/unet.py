@@ -7,6 +7,7 @@ channel), with an MSE loss and Adam.
 
     python examples/unet.py --steps 100 --device tpu
 """
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -99,8 +100,7 @@ def make_optimizer(model, cfg):
 
 
 def make_batches(cfg, steps, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    return [noisy_batch(cfg, generator) for _ in range(steps)]
+    return common.batches(lambda g: noisy_batch(cfg, g), steps, seed)
 
 
 def loss_fn(model, batch):
@@ -110,12 +110,8 @@ def loss_fn(model, batch):
 
 def main():
     args = common.parser(__doc__).parse_args()
-    dev = common.device(args.device)
     cfg = Config()
-    model = build(cfg, args.seed).to(dev)
-    print(f"{sum(p.numel() for p in model.parameters()):,} parameters on {dev}")
-    common.train(model, make_optimizer(model, cfg), loss_fn,
-                 make_batches(cfg, args.steps, args.seed), dev, args.log_every)
+    model, dev = common.build_and_train(sys.modules[__name__], cfg, args)
 
     model.eval()
     noisy, sigma, noise = common.to_device(noisy_batch(cfg, torch.Generator().manual_seed(1)), dev)
@@ -123,6 +119,7 @@ def main():
         predicted = model(noisy, sigma)
     residual = (F.mse_loss(predicted, noise) / noise.pow(2).mean()).item()
     print(f"held-out batch: noise predicted with {residual:.3f} of its energy left")
+    common.report(args)
 
 
 if __name__ == "__main__":

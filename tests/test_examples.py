@@ -13,6 +13,7 @@ on a rounding difference moves its CPU float32 and float64 losses apart by
 1e-2 within 20 steps. So the parity ResNet has one block a stage.)"""
 import copy
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -21,7 +22,8 @@ import torch
 import torch_tpu
 from parity import assert_close
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
+EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+sys.path.insert(0, str(EXAMPLES))
 import common  # noqa: E402
 import decoder  # noqa: E402  (llama.py and qwen.py's model)
 import dlrm  # noqa: E402
@@ -104,3 +106,17 @@ def test_training_matches_cpu(name):
 
     counters = torch_tpu.metrics.counters()
     assert counters["cpu_fallback"] == 0, f"ops run on the CPU: {counters['cpu_fallback_ops']}"
+
+
+def test_mingpt_script_trains_samples_and_reports():
+    """The script `make demo` runs, cut down: training lines, the sample and
+    the report of where it ran."""
+    out = subprocess.run([sys.executable, str(EXAMPLES / "mingpt.py"), "--steps", "2", "--sample", "5",
+                          "--report"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].endswith("parameters on tpu")
+    assert [line.split()[:2] for line in lines[1:3]] == [["step", "1"], ["step", "2"]]
+    assert any(line.startswith("--- sample") for line in lines)
+    assert lines[-1].startswith(f"ran on {torch.tpu.get_device_name()}: ")
+    assert " 0 ops on the CPU fallback" in lines[-1]
