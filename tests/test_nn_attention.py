@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from parity import assert_close  # noqa: E402
+from parity import assert_close, check  # noqa: E402
 
 GRAD_TOL = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-7, 1e-7), torch.bfloat16: (3e-2, 3e-2)}
 
@@ -208,3 +208,23 @@ def test_transformer_encoder_inference_with_padding():
     with torch.no_grad():
         assert_close(dev(x.to("tpu"), src_key_padding_mask=padding.to("tpu")),
                      cpu(x, src_key_padding_mask=padding), 1e-5, 1e-5)
+
+
+def test_fused_attention_forms_with_an_empty_batch():
+    q = make((0, 5, 8))
+    params = [make((24, 8), seed=3), make(24, seed=4), make((8, 8), seed=5), make(8, seed=6)]
+    check(lambda q, *p: torch.ops.aten._native_multi_head_attention(q, q, q, 8, 2, *p, None, False)[0],
+          q, *params)
+    layer = [make((16, 8), seed=7), make(16, seed=8), make((8, 16), seed=9), make(8, seed=10)]
+    norms = [torch.ones(8), torch.zeros(8), torch.ones(8), torch.zeros(8)]
+    check(lambda q, *p: torch.ops.aten._transformer_encoder_layer_fwd(
+        q, 8, 2, *p[:4], False, False, 1e-5, *p[4:8], *p[8:], None, None), q, *params, *norms, *layer)
+
+
+def test_fused_attention_heads_must_divide_embed_dim():
+    q = make((1, 5, 6))
+    params = [make((18, 6), seed=3), make(18, seed=4), make((6, 6), seed=5), make(6, seed=6)]
+    for dev in ["cpu", "tpu"]:
+        with pytest.raises(RuntimeError):
+            torch.ops.aten._native_multi_head_attention(
+                *[t.to(dev) for t in (q, q, q)], 6, 4, *[p.to(dev) for p in params], None, True, False)

@@ -1,5 +1,5 @@
-/* convolution and reduce_window (the ops with a sliding window),
- * gathers/scatters of slices along one dim, and index arithmetic. */
+/* convolution and reduce_window (the ops with a sliding window), and index
+ * arithmetic. */
 #include <stdio.h>
 #include <string.h>
 
@@ -160,44 +160,4 @@ void hlo_reduce_window_argmax(hlo_builder* b, hlo_value x, hlo_value index, hlo_
 
 hlo_value hlo_binary_constant(hlo_builder* b, const char* op, hlo_value x, double k) {
   return hlo_binary(b, op, x, hlo_constant_like(b, x, k));
-}
-
-/* The dims of x other than `dim`, as positions in a tensor where dim is
- * replaced by `index_rank` dims; returns their count. */
-static int window_positions(int rank, int dim, int index_rank, int64_t* out) {
-  int w = 0;
-  for (int d = 0; d < rank; d++)
-    if (d != dim) out[w++] = d < dim ? d : d - 1 + index_rank;
-  return w;
-}
-
-hlo_value hlo_take(hlo_builder* b, hlo_value x, int dim, hlo_value index) {
-  hlo_value operands[2] = {x, index};
-  if (!values_valid(b, operands, 2)) return HLO_INVALID;
-  hlo_type xt = *hlo_type_of(b, x), it = *hlo_type_of(b, index);
-  if (xt.rank - 1 + it.rank > TPU_MAX_RANK)
-    return hlo_fail(b, TPU_INTERNAL, "take of rank %d by rank %d exceeds rank %d", xt.rank, it.rank,
-                    TPU_MAX_RANK);
-  hlo_type out = {xt.dtype, 0, {0}};
-  for (int d = 0; d < xt.rank; d++) {
-    if (d != dim)
-      out.dims[out.rank++] = xt.dims[d];
-    else
-      for (int i = 0; i < it.rank; i++) out.dims[out.rank++] = it.dims[i];
-  }
-  int64_t offset[TPU_MAX_RANK], sizes[TPU_MAX_RANK], d64 = dim;
-  int w = window_positions(xt.rank, dim, it.rank, offset);
-  for (int d = 0; d < xt.rank; d++) sizes[d] = d == dim ? 1 : xt.dims[d];
-  hlo_gather_dims g = {offset, w, &d64, 1, &d64, 1, it.rank, sizes};
-  return hlo_gather(b, x, index, &g, out);
-}
-
-hlo_value hlo_put_add(hlo_builder* b, hlo_value x, int dim, hlo_value index, hlo_value updates) {
-  hlo_value operands[3] = {x, index, updates};
-  if (!values_valid(b, operands, 3)) return HLO_INVALID;
-  int rank = hlo_type_of(b, x)->rank, index_rank = hlo_type_of(b, index)->rank;
-  int64_t window[TPU_MAX_RANK], d64 = dim;
-  int w = window_positions(rank, dim, index_rank, window);
-  hlo_scatter_dims s = {window, w, &d64, 1, &d64, 1, index_rank};
-  return hlo_scatter(b, x, index, updates, &s, "add");
 }

@@ -1,6 +1,5 @@
 /* Builder ops for the convolution, pooling and resampling lowerings:
- * convolution, reduce_window, gathers/scatters of whole slices along one
- * dim, and index arithmetic. */
+ * convolution, reduce_window and index arithmetic. */
 #ifndef TPU_HLO_CONV_OPS_H
 #define TPU_HLO_CONV_OPS_H
 
@@ -60,15 +59,6 @@ void hlo_reduce_window_argmax(hlo_builder* b, hlo_value x, hlo_value index, hlo_
 /* x `op` k, k a constant of x's dtype (the index arithmetic of windows
  * and resampling). */
 hlo_value hlo_binary_constant(hlo_builder* b, const char* op, hlo_value x, double k);
-
-/* Slices of x along `dim` at the positions in `index` (an integer tensor
- * of any shape, in range), whose dims take dim's place: x [A.., n, B..]
- * and index [I..] give [A.., I.., B..]. */
-hlo_value hlo_take(hlo_builder* b, hlo_value x, int dim, hlo_value index);
-
-/* The adjoint of hlo_take: x with each slice of updates [A.., I.., B..]
- * added at its index position along `dim`. */
-hlo_value hlo_put_add(hlo_builder* b, hlo_value x, int dim, hlo_value index, hlo_value updates);
 
 #ifdef __cplusplus
 }

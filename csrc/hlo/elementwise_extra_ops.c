@@ -51,6 +51,15 @@ hlo_value hlo_python_remainder(hlo_builder* b, hlo_value x, hlo_value y) {
   return hlo_select(b, needs_floor_fix(b, r, y), hlo_binary(b, "add", r, y), r);
 }
 
+hlo_value hlo_lerp(hlo_builder* b, hlo_value start, hlo_value end, hlo_value w) {
+  hlo_value diff = hlo_binary(b, "subtract", end, start);
+  hlo_value low = hlo_binary(b, "add", start, hlo_binary(b, "multiply", w, diff));
+  hlo_value rest = hlo_binary(b, "subtract", hlo_constant_like(b, w, 1), w);
+  hlo_value high = hlo_binary(b, "subtract", end, hlo_binary(b, "multiply", diff, rest));
+  hlo_value near_start = hlo_compare(b, "LT", hlo_unary(b, "abs", w), hlo_constant_like(b, w, 0.5));
+  return hlo_select(b, near_start, low, high);
+}
+
 hlo_value hlo_floor_divide(hlo_builder* b, hlo_value x, hlo_value y) {
   if (!tpu_dtype_is_float(hlo_type_of(b, x)->dtype)) {
     hlo_value q = hlo_binary(b, "divide", x, y);

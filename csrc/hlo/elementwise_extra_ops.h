@@ -19,6 +19,9 @@ hlo_value hlo_floor_divide(hlo_builder* b, hlo_value x, hlo_value y); /* Python'
 hlo_value hlo_python_remainder(hlo_builder* b, hlo_value x, hlo_value y); /* sign of y */
 
 /* Float. */
+/* torch.lerp's two-sided formula: start + w (end - start) for |w| < 0.5,
+ * else end - (end - start)(1 - w), so both ends are exact. */
+hlo_value hlo_lerp(hlo_builder* b, hlo_value start, hlo_value end, hlo_value weight);
 hlo_value hlo_trunc(hlo_builder* b, hlo_value x);
 hlo_value hlo_erf(hlo_builder* b, hlo_value x);
 hlo_value hlo_erfc(hlo_builder* b, hlo_value x);

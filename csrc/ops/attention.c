@@ -94,18 +94,26 @@ typedef struct block_args {
   int mask_type;
 } block_args;
 
-/* embed_dim and num_head, checked against x [B, T, embed_dim]; false (with
- * the error recorded) if they do not fit. */
-static bool block_heads(tpu_lowering* l, const block_args* a, const hlo_type* x,
-                        int64_t* out_embed, int64_t* out_heads) {
+/* How both fused forms start: embed_dim and num_head read and checked
+ * against the output [B, T, embed_dim], and the type they compute in.
+ * False when there is nothing to compute: the error is recorded, or the
+ * outputs are empty (and set here). */
+static bool block_begin(tpu_lowering* l, const block_args* a, int64_t* out_embed, int64_t* out_heads,
+                        tpu_dtype* out_type) {
+  hlo_type x = tpu_lower_output_type(l, 0);
+  *out_type = acc_type(x.dtype);
   *out_embed = tpu_lower_int(l, a->embed, 0);
   *out_heads = tpu_lower_int(l, a->embed + 1, 1);
-  if (x->rank == 3 && *out_heads > 0 && *out_embed % *out_heads == 0 && x->dims[2] == *out_embed)
-    return true;
-  tpu_lower_fail(l, TPU_INVALID_ARGUMENT,
-                 "aten::%s: embed_dim %lld, %lld heads for a %d-d input; expected [batch, seq, "
-                 "embed_dim] with embed_dim divisible by the heads",
-                 tpu_lower_op_name(l), (long long)*out_embed, (long long)*out_heads, x->rank);
+  if (x.rank != 3 || *out_heads <= 0 || *out_embed % *out_heads != 0 || x.dims[2] != *out_embed) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT,
+                   "aten::%s: embed_dim %lld, %lld heads for a %d-d input; expected [batch, seq, "
+                   "embed_dim] with embed_dim divisible by the heads",
+                   tpu_lower_op_name(l), (long long)*out_embed, (long long)*out_heads, x.rank);
+    return false;
+  }
+  if (hlo_type_numel(&x) > 0) return true;
+  for (int j = 0; j < tpu_lower_output_count(l); j++)
+    tpu_lower_set_output(l, j, hlo_constant(tpu_lower_builder(l), tpu_lower_output_type(l, j).dtype, 0));
   return false;
 }
 
@@ -147,15 +155,9 @@ static hlo_value attention_block(tpu_lowering* l, const block_args* a, int64_t e
 static tpu_status lower_multi_head_attention(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   static const block_args args = {3, 5, 9, 12};
-  hlo_type out = tpu_lower_output_type(l, 0);
-  tpu_dtype t = acc_type(out.dtype);
   int64_t embed, heads;
-  if (!block_heads(l, &args, &out, &embed, &heads)) return NULL;
-  if (hlo_type_numel(&out) == 0) {
-    tpu_lower_set_output(l, 0, hlo_constant(b, out.dtype, 0));
-    tpu_lower_set_output(l, 1, hlo_constant(b, out.dtype, 0));
-    return NULL;
-  }
+  tpu_dtype t;
+  if (!block_begin(l, &args, &embed, &heads, &t)) return NULL;
   hlo_value p;
   hlo_value query = tpu_lower_value(l, 0, t), key = tpu_lower_value(l, 1, t);
   hlo_value y = attention_block(l, &args, embed, heads, query, key, tpu_lower_value(l, 2, t), &p);
@@ -203,14 +205,9 @@ static hlo_value layer_norm_last(tpu_lowering* l, hlo_value x, int weight, doubl
 static tpu_status lower_transformer_encoder_layer(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   static const block_args args = {1, 3, 18, 19};
-  hlo_type out = tpu_lower_output_type(l, 0);
-  tpu_dtype t = acc_type(out.dtype);
   int64_t embed, heads;
-  if (!block_heads(l, &args, &out, &embed, &heads)) return NULL;
-  if (hlo_type_numel(&out) == 0) {
-    tpu_lower_set_output(l, 0, hlo_constant(b, out.dtype, 0));
-    return NULL;
-  }
+  tpu_dtype t;
+  if (!block_begin(l, &args, &embed, &heads, &t)) return NULL;
   bool norm_first = tpu_lower_bool(l, 8, false);
   double eps = tpu_lower_float(l, 9, 1e-5);
   hlo_value x = tpu_lower_value(l, 0, t), p;

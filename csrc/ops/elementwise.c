@@ -421,19 +421,12 @@ static tpu_status lower_clamp(tpu_lowering* l) {
   return NULL;
 }
 
-/* lerp(self, end, weight) with ATen's two-sided formula, exact at both ends. */
+/* lerp(self, end, weight). */
 static tpu_status lower_lerp(tpu_lowering* l) {
-  hlo_builder* b = tpu_lower_builder(l);
   int operands[3] = {0, 1, 2};
   hlo_value v[3];
   read_operands(l, operands, 3, float_of(tpu_lower_result_type(l, operands, 3)), v);
-  hlo_value start = v[0], end = v[1], w = v[2];
-  hlo_value diff = hlo_binary(b, "subtract", end, start);
-  hlo_value low = hlo_binary(b, "add", start, hlo_binary(b, "multiply", w, diff));
-  hlo_value rest = hlo_binary(b, "subtract", hlo_constant_like(b, w, 1), w);
-  hlo_value high = hlo_binary(b, "subtract", end, hlo_binary(b, "multiply", diff, rest));
-  hlo_value near_start = compare_c(b, "LT", hlo_unary(b, "abs", w), 0.5);
-  tpu_lower_set_output(l, 0, hlo_select(b, near_start, low, high));
+  tpu_lower_set_output(l, 0, hlo_lerp(tpu_lower_builder(l), v[0], v[1], v[2]));
   return NULL;
 }
 

@@ -92,17 +92,9 @@ static hlo_value reciprocal_item(foreach_call* c, int k, const hlo_type* t) {
   return hlo_binary(c->b, "divide", hlo_constant_like(c->b, x, 1), x);
 }
 
-/* lerp(self, end, weight) with ATen's two-sided formula, exact at both ends. */
+/* lerp(self, end, weight). */
 static hlo_value lerp_item(foreach_call* c, int k, const hlo_type* t) {
-  hlo_builder* b = c->b;
-  hlo_value start = operand(c, 0, k, t), end = operand(c, 1, k, t), w = operand(c, 2, k, t);
-  hlo_value diff = hlo_binary(b, "subtract", end, start);
-  hlo_value low = hlo_binary(b, "add", start, hlo_binary(b, "multiply", w, diff));
-  hlo_value rest = hlo_binary(b, "subtract", hlo_constant_like(b, w, 1), w);
-  hlo_value high = hlo_binary(b, "subtract", end, hlo_binary(b, "multiply", diff, rest));
-  hlo_value near_start =
-      hlo_compare(b, "LT", hlo_unary(b, "abs", w), hlo_constant_like(b, w, 0.5));
-  return hlo_select(b, near_start, low, high);
+  return hlo_lerp(c->b, operand(c, 0, k, t), operand(c, 1, k, t), operand(c, 2, k, t));
 }
 
 /* addcmul/addcdiv(self, tensor1, tensor2, value) = self + value * t1 (*|/) t2,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hlo/reduce_extra_ops.h"
+#include "hlo/slice_ops.h"
 #include "hlo/sort_ops.h"
 #include "ops/families.h"
 
@@ -75,34 +76,6 @@ static tpu_status lower_cat(tpu_lowering* l) {
   return NULL;
 }
 
-/* Whole slices of x along dim at the positions of a 1-d i64 index (out of
- * range positions clamp). */
-static hlo_value select_along(hlo_builder* b, hlo_value x, int dim, hlo_value index) {
-  hlo_type out = *hlo_type_of(b, x);
-  out.dims[dim] = hlo_type_of(b, index)->dims[0];
-  int64_t offset[TPU_MAX_RANK], sizes[TPU_MAX_RANK], d64 = dim;
-  int w = 0;
-  for (int d = 0; d < out.rank; d++) {
-    sizes[d] = d == dim ? 1 : out.dims[d];
-    if (d != dim) offset[w++] = d;
-  }
-  hlo_gather_dims g = {offset, w, &d64, 1, &d64, 1, 1, sizes};
-  return hlo_gather(b, x, index, &g, out);
-}
-
-/* x with whole slices along dim at the positions of a 1-d i64 index
- * replaced by (combiner NULL) or combined with the slices of `updates`. */
-static hlo_value scatter_along(hlo_builder* b, hlo_value x, int dim, hlo_value index,
-                               hlo_value updates, const char* combiner) {
-  int rank = hlo_type_of(b, x)->rank;
-  int64_t window[TPU_MAX_RANK], d64 = dim;
-  int w = 0;
-  for (int d = 0; d < rank; d++)
-    if (d != dim) window[w++] = d;
-  hlo_scatter_dims s = {window, w, &d64, 1, &d64, 1, 1};
-  return hlo_scatter(b, x, index, updates, &s, combiner);
-}
-
 /* An integer index as i64 into a dim of `size`, negative entries
  * counting from the end. */
 static hlo_value wrap_index(hlo_builder* b, hlo_value index, int64_t size) {
@@ -131,7 +104,7 @@ static tpu_status lower_index_select(tpu_lowering* l) {
     set_empty_output(l);
     return NULL;
   }
-  tpu_lower_set_output(l, 0, select_along(b, x, dim, flat_index(l, 2, xt.dims[dim])));
+  tpu_lower_set_output(l, 0, hlo_take(b, x, dim, flat_index(l, 2, xt.dims[dim])));
   return NULL;
 }
 
@@ -145,7 +118,7 @@ static tpu_status lower_take(tpu_lowering* l) {
     return NULL;
   }
   hlo_value flat = hlo_reshape(b, tpu_lower_tensor(l, 0), 1, &n);
-  tpu_lower_set_output(l, 0, select_along(b, flat, 0, flat_index(l, 1, n)));
+  tpu_lower_set_output(l, 0, hlo_take(b, flat, 0, flat_index(l, 1, n)));
   return NULL;
 }
 
@@ -175,8 +148,8 @@ static tpu_status lower_index_update(tpu_lowering* l) {
   bool add = strcmp(op, "index_add") == 0;
   if (add && !tpu_lower_is_none(l, 4))
     updates = hlo_binary(b, "multiply", updates, tpu_lower_value_as(l, 4, &ut));
-  tpu_lower_set_output(l, 0, scatter_along(b, x, dim, flat_index(l, 2, xt.dims[dim]), updates,
-                                           add ? "add" : NULL));
+  tpu_lower_set_output(l, 0, hlo_put(b, x, dim, flat_index(l, 2, xt.dims[dim]), updates,
+                                     add ? "add" : NULL));
   return NULL;
 }
 
@@ -217,7 +190,7 @@ static tpu_status lower_masked_select(tpu_lowering* l) {
   hlo_value x = hlo_reshape(b, tpu_lower_value_as(l, 0, &shape), 1, &n);
   shape.dtype = TPU_BOOL;
   hlo_value mask = hlo_reshape(b, tpu_lower_value_as(l, 1, &shape), 1, &n);
-  tpu_lower_set_output(l, 0, select_along(b, x, 0, true_positions(b, mask, out.dims[0])));
+  tpu_lower_set_output(l, 0, hlo_take(b, x, 0, true_positions(b, mask, out.dims[0])));
   return NULL;
 }
 
@@ -257,8 +230,8 @@ static tpu_status lower_put(tpu_lowering* l) {
     return NULL;
   }
   hlo_value source = hlo_reshape(b, hlo_convert(b, tpu_lower_tensor(l, 2), xt.dtype), 1, &ni);
-  hlo_value flat = scatter_along(b, hlo_reshape(b, x, 1, &n), 0, flat_index(l, 1, n), source,
-                                 tpu_lower_bool(l, 3, false) ? "add" : NULL);
+  hlo_value flat = hlo_put(b, hlo_reshape(b, x, 1, &n), 0, flat_index(l, 1, n), source,
+                           tpu_lower_bool(l, 3, false) ? "add" : NULL);
   tpu_lower_set_output(l, 0, hlo_reshape(b, flat, xt.rank, xt.dims));
   return NULL;
 }
@@ -277,7 +250,7 @@ static tpu_status lower_masked_scatter(tpu_lowering* l) {
   hlo_value mask = hlo_convert(b, tpu_lower_tensor(l, 1), TPU_BOOL);
   mask = hlo_broadcast_to(b, mask, xt.rank, xt.dims);
   hlo_value source = hlo_reshape(b, hlo_convert(b, tpu_lower_tensor(l, 2), xt.dtype), 1, &ns);
-  hlo_value taken = select_along(b, source, 0, mask_slots(b, hlo_reshape(b, mask, 1, &n)));
+  hlo_value taken = hlo_take(b, source, 0, mask_slots(b, hlo_reshape(b, mask, 1, &n)));
   tpu_lower_set_output(l, 0, hlo_select(b, mask, hlo_reshape(b, taken, xt.rank, xt.dims), x));
   return NULL;
 }
@@ -544,7 +517,7 @@ static tpu_status lower_triangle_indices(tpu_lowering* l) {
   int64_t pair[2] = {1, n};
   hlo_value parts[2] = {hlo_reshape(b, r, 2, pair), hlo_reshape(b, c, 2, pair)};
   hlo_value zeros = hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, 0), 2, out.dims, NULL);
-  tpu_lower_set_output(l, 0, scatter_along(b, zeros, 1, slots, hlo_concatenate(b, parts, 2, 0), NULL));
+  tpu_lower_set_output(l, 0, hlo_put(b, zeros, 1, slots, hlo_concatenate(b, parts, 2, 0), NULL));
   return NULL;
 }
 
@@ -678,7 +651,7 @@ static bool masked_put(tpu_lowering* l, hlo_value x, bool accumulate) {
   }
   hlo_value values = tpu_lower_value_as(l, 2, &packed);
   hlo_value mask = hlo_convert(b, items[at], TPU_BOOL);
-  values = select_along(b, values, at, mask_slots(b, hlo_reshape(b, mask, 1, &mn)));
+  values = hlo_take(b, values, at, mask_slots(b, hlo_reshape(b, mask, 1, &mn)));
   values = hlo_reshape(b, values, xt.rank, xt.dims);
   int64_t bdims[TPU_MAX_RANK];
   for (int k = 0; k < mt.rank; k++) bdims[k] = at + k;

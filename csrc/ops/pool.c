@@ -4,6 +4,7 @@
  * Output sizes come from PyTorch's meta kernels; sums run in float32 for
  * float16/bfloat16. */
 #include "hlo/conv_ops.h"
+#include "hlo/slice_ops.h"
 #include "ops/families.h"
 
 #define POOL_DIMS 2
@@ -117,7 +118,7 @@ static tpu_status lower_max_pool_backward(tpu_lowering* l) {
   hlo_value index = hlo_reshape(b, tpu_lower_value(l, 7, TPU_I64), 2, shape);
   hlo_value base = hlo_iota(b, hlo_type_make(TPU_I64, 2, shape), 0);
   index = hlo_binary(b, "add", index, hlo_binary_constant(b, "multiply", base, plane));
-  hlo_value dx = hlo_put_add(b, zeros(b, t, 1, &flat), 0, index, dy);
+  hlo_value dx = hlo_put(b, zeros(b, t, 1, &flat), 0, index, dy, "add");
   tpu_lower_set_output(l, 0, hlo_reshape(b, dx, out.rank, out.dims));
   return NULL;
 }
@@ -294,7 +295,7 @@ static tpu_status lower_adaptive_avg_pool_backward(tpu_lowering* l) {
     hlo_value spread_g = hlo_broadcast_in_dim(b, g, wide.rank, wide.dims, keep);
     hlo_value mask = hlo_broadcast_in_dim(b, axes[i].mask, wide.rank, wide.dims, at);
     spread_g = hlo_select(b, mask, spread_g, hlo_constant_like(b, spread_g, 0));
-    g = hlo_put_add(b, zeros(b, t, target.rank, target.dims), d, axes[i].index, spread_g);
+    g = hlo_put(b, zeros(b, t, target.rank, target.dims), d, axes[i].index, spread_g, "add");
   }
   tpu_lower_set_output(l, 0, g);
   return NULL;

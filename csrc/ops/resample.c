@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "hlo/conv_ops.h"
+#include "hlo/slice_ops.h"
 #include "ops/families.h"
 
 #define MAX_SPATIAL 3
@@ -133,14 +134,14 @@ static hlo_value scatter_taps(hlo_builder* b, hlo_value g, int d, int64_t in, co
   target.dims[d] = in;
   hlo_value zeros =
       hlo_broadcast_in_dim(b, hlo_constant(b, t.dtype, 0), target.rank, target.dims, NULL);
-  if (k->count == 1) return hlo_put_add(b, zeros, d, k->index[0], g);
+  if (k->count == 1) return hlo_put(b, zeros, d, k->index[0], g, "add");
   hlo_value updates[2], indices[2];
   for (int i = 0; i < 2; i++) {
     updates[i] = hlo_binary(b, "multiply", g, along(b, k->weight[i], d, &t));
     indices[i] = k->index[i];
   }
-  return hlo_put_add(b, zeros, d, hlo_concatenate(b, indices, 2, 0),
-                     hlo_concatenate(b, updates, 2, d));
+  return hlo_put(b, zeros, d, hlo_concatenate(b, indices, 2, 0), hlo_concatenate(b, updates, 2, d),
+                 "add");
 }
 
 /* Forward: (self, output_size | padding, [align_corners,] scales...);

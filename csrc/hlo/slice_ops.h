@@ -1,0 +1,28 @@
+/* Builder ops that read or write whole slices of a tensor along one dim at
+ * the positions of an index tensor: index_select, take, scatter-style
+ * writes, and the index arithmetic of pooling and resampling. */
+#ifndef TPU_HLO_SLICE_OPS_H
+#define TPU_HLO_SLICE_OPS_H
+
+#include "hlo/builder.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Slices of x along `dim` at the positions in `index` (an integer tensor
+ * of any shape; out of range positions clamp), whose dims take dim's
+ * place: x [A.., n, B..] and index [I..] give [A.., I.., B..]. */
+hlo_value hlo_take(hlo_builder* b, hlo_value x, int dim, hlo_value index);
+
+/* The other way: x with each slice of updates [A.., I.., B..] written at
+ * its index position along `dim`, replacing it (combiner NULL) or combined
+ * with it ("add", ...). */
+hlo_value hlo_put(hlo_builder* b, hlo_value x, int dim, hlo_value index, hlo_value updates,
+                  const char* combiner);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
