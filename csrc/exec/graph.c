@@ -414,30 +414,37 @@ static tpu_status template_make(graph* g, uint64_t hash, const int* result_slots
   return NULL;
 }
 
-static tpu_status run_template(graph* g, const graph_template* t) {
-  struct PJRT_Buffer** args = calloc((size_t)t->source_count + 1, sizeof *args);
-  struct PJRT_Buffer** owned = calloc((size_t)t->source_count + 1, sizeof *owned);
-  struct PJRT_Buffer** results = calloc((size_t)t->result_count + 1, sizeof *results);
-  tpu_status status = args && owned && results ? NULL : no_memory();
+tpu_status graph_execute(int device, struct PJRT_LoadedExecutable* executable, const graph_value* values,
+                         int value_count, struct PJRT_Buffer** results, int result_count) {
+  struct PJRT_Buffer** args = calloc((size_t)value_count + 1, sizeof *args);
+  struct PJRT_Buffer** owned = calloc((size_t)value_count + 1, sizeof *owned);
+  tpu_status status = args && owned ? NULL : no_memory();
   int made = 0;
-  for (; !status && made < t->source_count; made++) {
-    graph_value v = graph_resolve(g, &t->sources[made]);
-    status = graph_value_buffer(g->device, &v, &args[made], &owned[made]);
-  }
+  for (; !status && made < value_count; made++)
+    status = graph_value_buffer(device, &values[made], &args[made], &owned[made]);
   if (!status)
-    status = tpu_pjrt_execute(runtime_pjrt(), t->executable, g->device, args, (size_t)t->source_count,
-                              results, (size_t)t->result_count);
-  if (!status) {
-    tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
-    for (int m = 0; m < t->result_count; m++) {
-      tpu_buffer* b = g->slots[t->result_slots[m]].buffer;
-      buffer_replace(b, results[m], t->result_dtypes[m]);
-      b->writer = "a fused graph";
-    }
-  }
+    status = tpu_pjrt_execute(runtime_pjrt(), executable, device, args, (size_t)value_count, results,
+                              (size_t)result_count);
+  if (!status) tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
   for (int i = 0; i < made && owned; i++) tpu_pjrt_buffer_destroy(runtime_pjrt(), owned[i]);
   free(args);
   free(owned);
+  return status;
+}
+
+static tpu_status run_template(graph* g, const graph_template* t) {
+  graph_value* values = malloc(((size_t)t->source_count + 1) * sizeof *values);
+  struct PJRT_Buffer** results = calloc((size_t)t->result_count + 1, sizeof *results);
+  tpu_status status = values && results ? NULL : no_memory();
+  for (int i = 0; !status && i < t->source_count; i++) values[i] = graph_resolve(g, &t->sources[i]);
+  if (!status)
+    status = graph_execute(g->device, t->executable, values, t->source_count, results, t->result_count);
+  for (int m = 0; !status && m < t->result_count; m++) {
+    tpu_buffer* b = g->slots[t->result_slots[m]].buffer;
+    buffer_replace(b, results[m], t->result_dtypes[m]);
+    b->writer = "a fused graph";
+  }
+  free(values);
   free(results);
   return status;
 }

@@ -98,6 +98,11 @@ graph_value graph_resolve(const graph* g, const graph_source* source);
 tpu_status graph_value_buffer(int device, const graph_value* value, struct PJRT_Buffer** out_buffer,
                               struct PJRT_Buffer** out_owned);
 
+/* Runs `executable` with these parameter values; results come back through
+ * `results`. Lock held. */
+tpu_status graph_execute(int device, struct PJRT_LoadedExecutable* executable, const graph_value* values,
+                         int value_count, struct PJRT_Buffer** results, int result_count);
+
 /* For exec/lowering.c while lowering: */
 hlo_value graph_storage_read(graph* g, const tpu_tensor* t);
 hlo_value graph_param_bind(graph* g, param_kind kind, const tpu_op_call* call, tensor_ref ref,

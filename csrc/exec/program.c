@@ -240,11 +240,10 @@ tpu_status tpu_program_run(tpu_program* p, tpu_buffer* const* inputs, int input_
                            uint64_t rng_seed, uint64_t rng_offset, tpu_buffer** out_outputs) {
   for (int k = 0; k < p->output_count; k++) out_outputs[k] = NULL;
   TPU_RETURN_IF_ERROR(check_inputs(p, inputs, input_count));
-  struct PJRT_Buffer** args = calloc((size_t)p->param_count + 1, sizeof *args);
-  struct PJRT_Buffer** owned = calloc((size_t)p->param_count + 1, sizeof *owned);
+  graph_value* values = malloc(((size_t)p->param_count + 1) * sizeof *values);
   struct PJRT_Buffer** results = calloc((size_t)p->result_count + 1, sizeof *results);
   tpu_buffer** fresh = calloc((size_t)p->result_count + 1, sizeof *fresh);
-  tpu_status status = args && owned && results && fresh
+  tpu_status status = values && results && fresh
                           ? NULL
                           : TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory running a compiled graph");
   for (int m = 0; !status && m < p->result_count; m++)
@@ -252,29 +251,22 @@ tpu_status tpu_program_run(tpu_program* p, tpu_buffer* const* inputs, int input_
   runtime_lock();
   /* Pending fused ops may write this program's inputs. */
   if (!status) status = graph_flush(p->device);
-  int made = 0;
-  for (; !status && made < p->param_count; made++) {
-    const program_param* pp = &p->params[made];
-    graph_value bound = pp->bound;
-    if (bound.kind == PARAM_RNG) {
+  for (int i = 0; !status && i < p->param_count; i++) {
+    const program_param* pp = &p->params[i];
+    values[i] = pp->bound;
+    if (pp->bound.kind == PARAM_RNG) {
       uint64_t state[2] = {rng_seed, rng_offset + pp->rng_step};
-      memcpy(bound.bits, state, sizeof state);
+      memcpy(values[i].bits, state, sizeof state);
     }
-    bound.storage = param_storage(p, pp, inputs);
-    status = graph_value_buffer(p->device, &bound, &args[made], &owned[made]);
+    values[i].storage = param_storage(p, pp, inputs);
   }
   if (!status)
-    status = tpu_pjrt_execute(runtime_pjrt(), p->executable, p->device, args, (size_t)p->param_count,
-                              results, (size_t)p->result_count);
-  if (!status) {
-    tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
-    for (int m = 0; m < p->result_count; m++) {
-      tpu_buffer* target = p->results[m].input >= 0 ? inputs[p->results[m].input] : fresh[m];
-      buffer_replace(target, results[m], p->results[m].dtype);
-      target->writer = "a compiled graph";
-    }
+    status = graph_execute(p->device, p->executable, values, p->param_count, results, p->result_count);
+  for (int m = 0; !status && m < p->result_count; m++) {
+    tpu_buffer* target = p->results[m].input >= 0 ? inputs[p->results[m].input] : fresh[m];
+    buffer_replace(target, results[m], p->results[m].dtype);
+    target->writer = "a compiled graph";
   }
-  for (int i = 0; i < made && owned; i++) tpu_pjrt_buffer_destroy(runtime_pjrt(), owned[i]);
   runtime_unlock();
   for (int k = 0; !status && k < p->output_count; k++) {
     const program_output* o = &p->outputs[k];
@@ -294,8 +286,7 @@ tpu_status tpu_program_run(tpu_program* p, tpu_buffer* const* inputs, int input_
     out_outputs[k] = NULL;
   }
   for (int m = 0; fresh && m < p->result_count; m++) tpu_buffer_release(fresh[m]);
-  free(args);
-  free(owned);
+  free(values);
   free(results);
   free(fresh);
   return status;

@@ -114,6 +114,103 @@ static void test_add_and_cache(void) {
   CHECK(tpu_memory_allocated(0) == 0);
 }
 
+/* One fused "step": tmp = a * s (a temporary, released before the sync),
+ * out = tmp + b. Returns out's values through `host`. */
+static void fused_step(tpu_tensor ta, tpu_tensor tb, tpu_tensor to, double scale, float* host) {
+  tpu_buffer* btmp = NULL;
+  CHECK_OK(tpu_buffer_create(0, 24, &btmp));
+  int64_t six = 6;
+  tpu_tensor tmp = dense(btmp, TPU_F32, 1, &six);
+  tpu_arg mul[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = ta},
+                    {.kind = TPU_ARG_SCALAR, .u.scalar = {TPU_F64, scale, 0}}};
+  CHECK_OK(run("mul", mul, 2, &tmp, 1));
+  tpu_arg add[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = tmp}, {.kind = TPU_ARG_TENSOR, .u.tensor = tb}};
+  CHECK_OK(run("add", add, 2, &to, 1));
+  tpu_buffer_release(btmp);
+  CHECK(tpu_pending_op_count(0) == 2);
+  CHECK_OK(tpu_tensor_to_host(&to, host)); /* a sync point */
+  CHECK(tpu_pending_op_count(0) == 0);
+}
+
+static void test_fused_graph(void) {
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {10, 20, 30, 40, 50, 60}, out[6];
+  tpu_tensor ta, tb, to;
+  tpu_buffer* ba = upload_f32(a, 6, &ta);
+  tpu_buffer* bb = upload_f32(b, 6, &tb);
+  tpu_buffer* bo = NULL;
+  CHECK_OK(tpu_buffer_create(0, 24, &bo));
+  int64_t six = 6;
+  to = dense(bo, TPU_F32, 1, &six);
+  CHECK_OK(tpu_set_eager_mode(TPU_EAGER_FUSED));
+  int64_t compiles = 0, executes = 0;
+  for (int step = 1; step <= 3; step++) {
+    if (step == 3) {
+      compiles = tpu_counter_get(TPU_COUNTER_COMPILE);
+      executes = tpu_counter_get(TPU_COUNTER_EXECUTE);
+    }
+    fused_step(ta, tb, to, step, out);
+    for (int i = 0; i < 6; i++) CHECK(out[i] == a[i] * step + b[i]);
+  }
+  /* The third step reused the graph's program: one run, nothing compiled. */
+  CHECK(tpu_counter_get(TPU_COUNTER_COMPILE) == compiles);
+  CHECK(tpu_counter_get(TPU_COUNTER_EXECUTE) == executes + 1);
+  /* A lowering error surfaces at the sync point and names the op. */
+  tpu_arg bad[1] = {{.kind = TPU_ARG_TENSOR, .u.tensor = ta}};
+  CHECK_OK(run("mul", bad, 1, &to, 1));
+  tpu_status s = tpu_sync(0);
+  CHECK(s && strstr(tpu_status_message(s), "aten::mul") != NULL);
+  tpu_status_free(s);
+  CHECK(tpu_pending_op_count(0) == 0);
+  CHECK_OK(tpu_set_eager_mode(TPU_EAGER_STRICT));
+  tpu_buffer_release(ba);
+  tpu_buffer_release(bb);
+  tpu_buffer_release(bo);
+}
+
+static void test_captured_program(void) {
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {10, 20, 30, 40, 50, 60}, out[6];
+  tpu_tensor ta, tb, to;
+  tpu_buffer* ba = upload_f32(a, 6, &ta);
+  tpu_buffer* bb = upload_f32(b, 6, &tb);
+  tpu_buffer* bo = NULL;
+  CHECK_OK(tpu_buffer_create(0, 24, &bo));
+  int64_t six = 6;
+  to = dense(bo, TPU_F32, 1, &six);
+  /* Captured: out = a + b; a += 1 (an input written in place). */
+  CHECK_OK(tpu_capture_begin(0));
+  tpu_arg add[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = ta}, {.kind = TPU_ARG_TENSOR, .u.tensor = tb}};
+  CHECK_OK(run("add", add, 2, &to, 1));
+  tpu_arg bump[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = ta},
+                     {.kind = TPU_ARG_SCALAR, .u.scalar = {TPU_F64, 1.0, 0}}};
+  CHECK_OK(run("add_", bump, 2, &ta, 1));
+  tpu_status s = tpu_tensor_to_host(&to, out); /* host reads fail while capturing */
+  CHECK(s && strstr(tpu_status_message(s), "torch.compile") != NULL);
+  tpu_status_free(s);
+  tpu_buffer* inputs[2] = {ba, bb};
+  tpu_program* program = NULL;
+  CHECK_OK(tpu_capture_end(0, inputs, 2, &bo, 1, &program));
+  CHECK(tpu_program_writes_input(program, 0) && !tpu_program_writes_input(program, 1));
+  for (int run_index = 0; run_index < 2; run_index++) {
+    tpu_buffer* result = NULL;
+    CHECK_OK(tpu_program_run(program, inputs, 2, 0, 0, &result));
+    tpu_tensor tr = dense(result, TPU_F32, 1, &six);
+    CHECK_OK(tpu_tensor_to_host(&tr, out));
+    for (int i = 0; i < 6; i++) CHECK(out[i] == a[i] + run_index + b[i]);
+    tpu_buffer_release(result);
+  }
+  CHECK_OK(tpu_tensor_to_host(&ta, out));
+  for (int i = 0; i < 6; i++) CHECK(out[i] == a[i] + 2);
+  tpu_buffer* wrong[1] = {ba};
+  tpu_buffer* none = NULL;
+  s = tpu_program_run(program, wrong, 1, 0, 0, &none);
+  CHECK(s && strstr(tpu_status_message(s), "takes 2 inputs") != NULL);
+  tpu_status_free(s);
+  tpu_program_free(program);
+  tpu_buffer_release(ba);
+  tpu_buffer_release(bb);
+  tpu_buffer_release(bo);
+}
+
 static void test_errors(void) {
   tpu_buffer* b = NULL;
   tpu_status s = tpu_buffer_create(99, 4, &b);
@@ -146,6 +243,8 @@ int main(void) {
   }
   CHECK_OK(tpu_runtime_init(plugin, 1));
   test_add_and_cache();
+  test_fused_graph();
+  test_captured_program();
   test_errors();
   CHECK_OK(tpu_device_synchronize(0));
   return check_finish("test_exec");
