@@ -194,8 +194,25 @@ static tpu_status note_structure(graph* g, tpu_op_plan* plan, const tpu_op_call*
   return ok ? NULL : no_memory();
 }
 
+/* A signature's first call is lowered on its own once, so a lowering error
+ * surfaces at the call that caused it, not at a later sync point. */
+static tpu_status check_lowers(tpu_op_plan* plan, const tpu_op_call* call) {
+  if (plan->lowered) return NULL;
+  op_variant trial = {0};
+  char* text = NULL;
+  size_t size = 0;
+  tpu_status status = lower_call(plan, call, &trial, &text, &size);
+  free(text);
+  free(trial.params);
+  free(trial.result_outputs);
+  free(trial.result_dtypes);
+  if (!status) plan->lowered = true;
+  return status;
+}
+
 tpu_status graph_record(tpu_op_plan* plan, const tpu_op_call* call) {
   graph* g = NULL;
+  TPU_RETURN_IF_ERROR(check_lowers(plan, call));
   TPU_RETURN_IF_ERROR(graph_open(call->device, &g));
   if (g->op_count == g->op_cap) {
     int cap = g->op_cap ? g->op_cap * 2 : 256;

@@ -349,6 +349,7 @@ static tpu_status make_variant(tpu_op_plan* plan, const tpu_op_call* call, uint6
     return status;
   }
   if (!compiled) tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
+  plan->lowered = true;
   v->next = plan->variants;
   plan->variants = v;
   *out_variant = v;

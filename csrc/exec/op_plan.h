@@ -53,6 +53,7 @@ struct tpu_op_plan {
     int64_t sizes[TPU_MAX_RANK];
   } * outputs; /* output_count entries */
   op_variant* variants;
+  bool lowered; /* some call of this signature lowered without error */
   struct tpu_op_plan* next; /* hash chain */
 };
 
