@@ -26,6 +26,20 @@ static tpu_buffer* upload_f32(const float* data, int64_t n, tpu_tensor* out) {
   return b;
 }
 
+/* The operands most tests add: a and b on the device and a 6-element
+ * float output, each on its own storage. */
+static const float operand_a[6] = {1, 2, 3, 4, 5, 6};
+static const float operand_b[6] = {10, 20, 30, 40, 50, 60};
+
+static void upload_operands(tpu_tensor* ta, tpu_tensor* tb, tpu_tensor* to) {
+  upload_f32(operand_a, 6, ta);
+  upload_f32(operand_b, 6, tb);
+  tpu_buffer* bo = NULL;
+  CHECK_OK(tpu_buffer_create(0, 24, &bo));
+  int64_t six = 6;
+  *to = dense(bo, TPU_F32, 1, &six);
+}
+
 /* Runs name(args) into outputs, inferring nothing: outputs are given. */
 static tpu_status run(const char* name, tpu_arg* args, int n, tpu_tensor* outs, int n_out) {
   tpu_op_call call = {name, "", 0, args, n, outs, n_out};
@@ -48,14 +62,11 @@ static tpu_status run(const char* name, tpu_arg* args, int n, tpu_tensor* outs, 
 }
 
 static void test_add_and_cache(void) {
-  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {10, 20, 30, 40, 50, 60}, out[6];
+  const float *a = operand_a, *b = operand_b;
+  float out[6];
   tpu_tensor ta, tb, to;
-  tpu_buffer* ba = upload_f32(a, 6, &ta);
-  tpu_buffer* bb = upload_f32(b, 6, &tb);
-  tpu_buffer* bo = NULL;
-  CHECK_OK(tpu_buffer_create(0, 24, &bo));
-  int64_t six = 6;
-  to = dense(bo, TPU_F32, 1, &six);
+  upload_operands(&ta, &tb, &to);
+  tpu_buffer *ba = ta.buffer, *bb = tb.buffer, *bo = to.buffer;
   for (int alpha = 1; alpha <= 3; alpha++) {
     tpu_arg args[3] = {{.kind = TPU_ARG_TENSOR, .u.tensor = ta},
                        {.kind = TPU_ARG_TENSOR, .u.tensor = tb},
@@ -133,14 +144,11 @@ static void fused_step(tpu_tensor ta, tpu_tensor tb, tpu_tensor to, double scale
 }
 
 static void test_fused_graph(void) {
-  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {10, 20, 30, 40, 50, 60}, out[6];
+  const float *a = operand_a, *b = operand_b;
+  float out[6];
   tpu_tensor ta, tb, to;
-  tpu_buffer* ba = upload_f32(a, 6, &ta);
-  tpu_buffer* bb = upload_f32(b, 6, &tb);
-  tpu_buffer* bo = NULL;
-  CHECK_OK(tpu_buffer_create(0, 24, &bo));
-  int64_t six = 6;
-  to = dense(bo, TPU_F32, 1, &six);
+  upload_operands(&ta, &tb, &to);
+  tpu_buffer *ba = ta.buffer, *bb = tb.buffer, *bo = to.buffer;
   CHECK_OK(tpu_set_eager_mode(TPU_EAGER_FUSED));
   int64_t compiles = 0, executes = 0;
   for (int step = 1; step <= 3; step++) {
@@ -168,14 +176,12 @@ static void test_fused_graph(void) {
 }
 
 static void test_captured_program(void) {
-  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {10, 20, 30, 40, 50, 60}, out[6];
-  tpu_tensor ta, tb, to;
-  tpu_buffer* ba = upload_f32(a, 6, &ta);
-  tpu_buffer* bb = upload_f32(b, 6, &tb);
-  tpu_buffer* bo = NULL;
-  CHECK_OK(tpu_buffer_create(0, 24, &bo));
+  const float *a = operand_a, *b = operand_b;
+  float out[6];
   int64_t six = 6;
-  to = dense(bo, TPU_F32, 1, &six);
+  tpu_tensor ta, tb, to;
+  upload_operands(&ta, &tb, &to);
+  tpu_buffer *ba = ta.buffer, *bb = tb.buffer, *bo = to.buffer;
   /* Captured: out = a + b; a += 1 (an input written in place). */
   CHECK_OK(tpu_capture_begin(0));
   tpu_arg add[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = ta}, {.kind = TPU_ARG_TENSOR, .u.tensor = tb}};
