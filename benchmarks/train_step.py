@@ -6,20 +6,26 @@ configurations), measured in one run from the same weights and batches:
   tpu-strict     tpu, strict eager (the default mode)
   tpu-fused      tpu, fused eager
   tpu-compiled   tpu, torch.compile(backend="tpu") for model and optimizer step
+  jax-jit        the same model, loss and optimizer written in JAX
+                 (benchmarks/jax_models.py), each step one jax.jit program on
+                 JAX's XLA CPU backend; --jax, after checking its losses
+                 against the CPU model's
 
 Prints milliseconds per step and each column's ratio to tpu-strict and to
-cpu. Every step ends with the loss read on the host, so device work is inside
-the time. Sides alternate round by round and the best round counts, so all
-see the same machine load.
+cpu, and with --jax tpu-compiled's time over jax-jit's. Every step ends with
+the loss read on the host, so device work is inside the time. Sides alternate
+round by round and the best round counts, so all see the same machine load.
 
-    python benchmarks/train_step.py --steps 5 --repeats 3 [--inductor] [--config small]
+    python benchmarks/train_step.py --steps 5 --repeats 3 [--inductor] [--jax] [--config small]
 """
 import argparse
 import copy
+import dataclasses
 import pathlib
 import sys
 import time
 
+import numpy as np
 import torch
 import torch._dynamo
 
@@ -81,9 +87,75 @@ class Side:
             return (time.perf_counter() - start) / len(batches) * 1e3
 
 
+def import_jax_models():
+    """benchmarks/jax_models.py, or an exit saying how to install JAX."""
+    try:
+        import jax_models
+    except ModuleNotFoundError as e:
+        if e.name not in ("jax", "jaxlib"):
+            raise
+        raise SystemExit("--jax needs JAX: pip install -r benchmarks/requirements-jax.txt") from e
+    return jax_models
+
+
+class JaxSide:
+    """The example's model, loss and optimizer written in JAX, from the CPU
+    model's weights."""
+
+    def __init__(self, name, example, cfg, cpu_model):
+        self.name = name
+        optimizer = example.make_optimizer(cpu_model, cfg)  # read for its hyperparameters only
+        self.trainer = import_jax_models().Trainer(example.__name__, cfg, cpu_model, optimizer)
+
+    def ms_per_step(self, batches):
+        start = time.perf_counter()
+        self.trainer.train(batches)
+        return (time.perf_counter() - start) / len(batches) * 1e3
+
+
+# Both sides train from the same weights on the same batches for
+# CHECK_STEPS steps, dropout off. Measured drift of float32 sums in another
+# order: 1e-6 on losses, 4.4e-4 on updates (minGPT's qkv biases, where Adam
+# divides small gradients); Adam's beta2 at 0.999, weight decay left out,
+# BatchNorm's momentum at 0.2 or a norm's eps at 1e-3 each exceed these.
+CHECK_STEPS = 3
+CHECK_LOSS_RTOL = 1e-4  # on each step's loss
+CHECK_UPDATE_RTOL = 5e-3  # on each tensor's change: |jax - torch| / |torch - start|, 2-norms
+
+
+def check_jax_matches_cpu(example, cfg, cpu_model, batches):
+    """Exits, naming the first disagreement, unless the JAX model trains as
+    the CPU model does; prints both sides' losses."""
+    cfg = dataclasses.replace(cfg, dropout=0.0) if hasattr(cfg, "dropout") else cfg
+    torch_model = example.build(cfg)
+    torch_model.load_state_dict(cpu_model.state_dict())
+    start = {name: t.clone() for name, t in torch_model.state_dict().items()}
+    optimizer = example.make_optimizer(torch_model, cfg)
+    jax_trainer = import_jax_models().Trainer(example.__name__, cfg, torch_model, optimizer)
+    jax_losses = jax_trainer.train(batches)
+    cpu_losses = common.train(torch_model, optimizer, example.loss_fn, batches, torch.device("cpu"),
+                              log_every=0)
+    print(f"{example.__name__}: check, {len(batches)} steps, dropout off: losses cpu "
+          f"{' '.join(f'{v:.6f}' for v in cpu_losses)}, jax {' '.join(f'{v:.6f}' for v in jax_losses)}")
+    for step, (c, j) in enumerate(zip(cpu_losses, jax_losses), 1):
+        if abs(j - c) > CHECK_LOSS_RTOL * abs(c):
+            raise SystemExit(f"{example.__name__}: the JAX model is not the CPU one: step {step} loss "
+                             f"{j:.6f} vs {c:.6f} (relative tolerance {CHECK_LOSS_RTOL})")
+    jax_state = jax_trainer.state_dict()
+    for name, t in torch_model.state_dict().items():
+        change = float(np.linalg.norm(t.double().numpy() - start[name].double().numpy()))
+        error = float(np.linalg.norm(jax_state[name].astype(np.float64) - t.double().numpy()))
+        if error > CHECK_UPDATE_RTOL * change:
+            raise SystemExit(f"{example.__name__}: the JAX model is not the CPU one: after {len(batches)} "
+                             f"steps {name} is {error:.3g} from the CPU's, which moved {change:.3g} "
+                             f"(relative tolerance {CHECK_UPDATE_RTOL})")
+
+
 def measure(example, cfg, sides, steps, repeats, warmup):
     cpu_model = example.build(cfg)
-    runners = [Side(name, example, cfg, cpu_model) for name in sides]
+    if "jax-jit" in sides:
+        check_jax_matches_cpu(example, cfg, cpu_model, example.make_batches(cfg, CHECK_STEPS))
+    runners = [(JaxSide if name == "jax-jit" else Side)(name, example, cfg, cpu_model) for name in sides]
     batches = example.make_batches(cfg, warmup + steps * repeats)
     warmup_s = {}
     for r in runners:  # compiles every program each side needs
@@ -98,6 +170,15 @@ def measure(example, cfg, sides, steps, repeats, warmup):
     return best, warmup_s
 
 
+def print_xla_versions(jax_models):
+    """Which XLA each side compiles with: jaxlib's own, and the plugin's."""
+    jax = jax_models.jax
+    tpu = torch.tpu.get_device_properties()
+    print(f"jax {jax.__version__} (jaxlib {jax.lib.__version__}) on its {jax.devices()[0].platform} backend; "
+          f"tpu plugin: platform {tpu['platform']}, version {tpu['platform_version']}, "
+          f"PJRT C API {tpu['pjrt_api_version']}, XLA {tpu['xla_version'] or 'unknown'}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=5, help="timed steps per round")
@@ -105,11 +186,16 @@ def main():
     p.add_argument("--warmup", type=int, default=3, help="untimed first steps")
     p.add_argument("--models", nargs="+", choices=list(EXAMPLES), default=list(EXAMPLES))
     p.add_argument("--inductor", action="store_true", help="also time PyTorch inductor on the CPU")
+    p.add_argument("--jax", action="store_true",
+                   help="also time the same models in JAX (pip install -r benchmarks/requirements-jax.txt)")
     p.add_argument("--config", choices=list(CONFIGS), default="default")
     args = p.parse_args()
     common.device("tpu")
     sides = ["cpu"] + (["cpu-inductor"] if args.inductor else []) + ["tpu-strict", "tpu-fused",
                                                                       "tpu-compiled"]
+    if args.jax:
+        sides.append("jax-jit")
+        print_xla_versions(import_jax_models())
     print(f"{'model':8} {'side':13} {'ms/step':>9} {'vs strict':>10} {'vs cpu':>8} {'warm-up s':>10}")
     for name in args.models:
         example, cfg = EXAMPLES[name], CONFIGS[args.config][name]
@@ -118,6 +204,9 @@ def main():
         for side in sides:
             print(f"{name:8} {side:13} {best[side]:9.1f} {best['tpu-strict'] / best[side]:9.2f}x "
                   f"{best['cpu'] / best[side]:7.2f}x {warmup_s[side]:10.1f}", flush=True)
+        if args.jax:
+            print(f"{name:8} tpu-compiled / jax-jit: {best['tpu-compiled'] / best['jax-jit']:.2f}x "
+                  "(target: at most 1.05x)", flush=True)
 
 
 if __name__ == "__main__":
