@@ -161,6 +161,34 @@ def test_new_shapes_get_their_own_program():
             assert_close(compiled(x.to("tpu")), model(x))
 
 
+def test_each_input_layout_sharing_and_value_gets_its_own_program():
+    """A compiled graph keys its programs by what they depend on: the inputs'
+    view layouts, which share a storage, where they live, and the values of
+    non-tensor arguments."""
+    from torch_tpu.backend import CompiledGraph
+
+    def f(x, y, k):
+        return (x * k + y,)
+
+    graph = CompiledGraph(torch.fx.symbolic_trace(f))
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    ta, tb = a.to("tpu"), b.to("tpu")
+    calls = [  # (x, y, k) on the tpu, the programs after the call
+        ((ta, tb, 2), 1),          # contiguous
+        ((ta, tb, 2), 1),          # the same signature: reused
+        ((ta.t(), tb, 2), 2),      # a transposed view
+        ((ta, ta, 2), 3),          # x and y share a storage
+        ((ta, tb, 3), 4),          # another value of k
+        ((ta[1:], tb[1:], 2), 5),  # views at an offset (new shapes)
+        ((a, tb, 2), 6),           # a CPU input, copied over
+    ]
+    for (x, y, k), programs in calls:
+        (out,) = graph(x, y, k)
+        assert out.device.type == "tpu"
+        assert_close(out, x.cpu() * k + y.cpu())
+        assert len(graph.programs) == programs
+
+
 def test_host_read_inside_the_function_is_a_graph_break():
     @torch.compile(backend="tpu")
     def scale_by_max(x):

@@ -26,23 +26,6 @@ from ._buckets import Buckets
 _TPU = "tpu"
 
 
-def _signature(args):
-    """What a captured program depends on: each tensor's dtype, device, view
-    layout and storage size, which inputs share a storage, and the values
-    of non-tensor inputs."""
-    key = []
-    first_seen = {}
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            storage = a.untyped_storage()
-            shared = first_seen.setdefault((a.device, storage.data_ptr()), len(first_seen))
-            key.append((a.dtype, a.device, a.shape, a.stride(), a.storage_offset(), storage.nbytes(),
-                        shared))
-        else:
-            key.append((type(a), a))
-    return tuple(key)
-
-
 def _on_tpu(value):
     if isinstance(value, torch.device) and value.type == "cpu":
         return torch.device(_TPU, _C._current_device())
@@ -109,12 +92,15 @@ class CompiledGraph:
         padded = self.buckets.pad(args) if self.buckets else None
         if padded is not None:
             args, real_sizes = padded
-        key = _signature(args)
-        given = [a for a in args if isinstance(a, torch.Tensor)]
-        inputs = [_on_tpu(a) for a in given]
+        # The program's key (what it depends on: each tensor's dtype,
+        # device, view layout and storage size, which inputs share a
+        # storage, the other arguments' values) and the tensor inputs, CPU
+        # ones copied over.
+        key, inputs = _C._graph_call(args)
         captured = self.programs.get(key)
         if captured is None:
             captured = self.programs[key] = self._capture(args, inputs)
+        given = [a for a in args if isinstance(a, torch.Tensor)] if captured.cpu_written else None
         del args
         outs = captured.program.run(inputs)
         for i in captured.cpu_written:

@@ -1,6 +1,7 @@
 // Captured programs for torch.compile: the glue around tpu_capture_* and
 // tpu_program_run. Converts tensors to storages and back; the graph work
 // is the C runtime's.
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/extension.h>
 
 #include <unordered_map>
@@ -111,10 +112,55 @@ std::unique_ptr<Program> capture_end(int device, const std::vector<at::Tensor>& 
   return std::make_unique<Program>(program, device, std::move(views));
 }
 
+template <typename T>
+void append(std::string& key, T value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+// A compiled graph's call in one pass: the signature its captured program
+// depends on (each tensor's dtype, device, view layout and storage size,
+// which inputs share a storage; the other arguments by type and value) and
+// its tensor inputs, CPU ones copied to the tpu. Per call, so in C++: a
+// train step's graphs take hundreds of tensors.
+py::tuple graph_call(const py::sequence& args) {
+  std::string key;
+  py::list others;
+  std::vector<at::Tensor> inputs;
+  inputs.reserve(args.size());
+  std::unordered_map<const void*, int64_t> cpu_storages, tpu_storages;
+  for (const py::handle& a : args) {
+    if (!THPVariable_Check(a.ptr())) {
+      others.append(py::make_tuple(py::type::handle_of(a), a));
+      continue;
+    }
+    const at::Tensor& t = THPVariable_Unpack(a.ptr());
+    bool on_cpu = t.device().type() == c10::kCPU;
+    auto& storages = on_cpu ? cpu_storages : tpu_storages;
+    const void* data = t.storage().data_ptr().get();
+    int64_t shared = storages.emplace(data, static_cast<int64_t>(storages.size())).first->second;
+    append(key, static_cast<int16_t>(t.scalar_type()));
+    append(key, static_cast<int16_t>(t.device().type()));
+    append(key, static_cast<int16_t>(t.device().index()));
+    append(key, static_cast<int16_t>(t.dim()));
+    for (int64_t d = 0; d < t.dim(); d++) {
+      append(key, t.size(d));
+      append(key, t.stride(d));
+    }
+    append(key, t.storage_offset());
+    append(key, static_cast<int64_t>(t.storage().nbytes()));
+    append(key, shared * 2 + (on_cpu ? 1 : 0));
+    inputs.push_back(on_cpu ? t.to(c10::Device(c10::DeviceType::PrivateUse1,
+                                               static_cast<c10::DeviceIndex>(current_device())))
+                            : t);
+  }
+  return py::make_tuple(py::make_tuple(py::bytes(key), py::tuple(others)), inputs);
+}
+
 }  // namespace
 
 void register_program(py::module& m) {
   py::class_<Program>(m, "_Program").def("run", &Program::run).def("written_inputs", &Program::written_inputs);
+  m.def("_graph_call", &graph_call);
   m.def("_capture_begin", &capture_begin);
   m.def("_capture_end", &capture_end);
   m.def("_capture_abort", [](int device) { tpu_capture_abort(device); });
