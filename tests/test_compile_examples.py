@@ -3,12 +3,15 @@ model's forward and backward graphs and the optimizer step compiled, 20
 steps from the same weights and batches as PyTorch's CPU backend, within
 the eager parity tolerances of test_examples.py (eager tpu meets the same
 bounds there, so compiled, eager and CPU agree). Nothing may fall back to
-the CPU, and later steps compile nothing."""
+the CPU, later steps compile nothing, and dynamo breaks the graphs exactly
+where it does for CPU tensors (graph breaks are dynamo's, before any
+backend: aot_eager on the CPU breaks where inductor does)."""
 import copy
 
 import pytest
 import torch
 import torch._dynamo
+from torch._dynamo.utils import counters as dynamo_counters
 
 import torch_tpu
 from test_examples import GRAD_TOL, LOSS_RTOL, MODELS, STEPS, common
@@ -17,15 +20,15 @@ from test_examples import GRAD_TOL, LOSS_RTOL, MODELS, STEPS, common
 class CompiledOptimizer:
     """An optimizer whose step runs as a compiled graph."""
 
-    def __init__(self, optimizer):
+    def __init__(self, optimizer, backend):
         self.optimizer = optimizer
-        self.step = torch.compile(optimizer.step, backend="tpu")
+        self.step = torch.compile(optimizer.step, backend=backend)
 
     def zero_grad(self, set_to_none=True):
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
 
-def train(example, cfg, model, batches, dev, compiled):
+def train(example, cfg, model, batches, dev, compiled, backend="tpu"):
     grads, compiles = {}, []
     params = dict(model.named_parameters())
 
@@ -37,7 +40,7 @@ def train(example, cfg, model, batches, dev, compiled):
 
     optimizer = example.make_optimizer(model, cfg)
     if compiled:
-        model, optimizer = torch.compile(model, backend="tpu"), CompiledOptimizer(optimizer)
+        model, optimizer = torch.compile(model, backend=backend), CompiledOptimizer(optimizer, backend)
     losses = common.train(model, optimizer, example.loss_fn, batches, dev, log_every=0,
                           callback=after_backward)
     return losses, grads, compiles
@@ -51,8 +54,10 @@ def test_compiled_training_matches_cpu(name):
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
     batches = example.make_batches(cfg, STEPS, seed=0)
     torch_tpu.metrics.reset()
+    dynamo_counters.clear()
 
     tpu_losses, tpu_grads, compiles = train(example, cfg, tpu_model, batches, torch.device("tpu"), True)
+    tpu_breaks = dict(dynamo_counters["graph_break"])
     cpu_losses, cpu_grads, _ = train(example, cfg, cpu_model, batches, torch.device("cpu"), False)
 
     for step, (t, c) in enumerate(zip(tpu_losses, cpu_losses), 1):
@@ -66,4 +71,9 @@ def test_compiled_training_matches_cpu(name):
     counters = torch_tpu.metrics.counters()
     assert counters["cpu_fallback"] == 0, f"ops run on the CPU: {counters['cpu_fallback_ops']}"
     assert counters["compile"] == compiles[0], "steps after the third compiled again"
+
+    torch._dynamo.reset()
+    dynamo_counters.clear()
+    train(example, cfg, copy.deepcopy(cpu_model), batches[:2], torch.device("cpu"), True, "aot_eager")
+    assert tpu_breaks == dict(dynamo_counters["graph_break"]), "graph breaks differ from the CPU's"
     torch._dynamo.reset()
