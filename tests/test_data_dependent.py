@@ -1,4 +1,5 @@
-"""Ops whose output length depends on the values: masked_select and nonzero.
+"""Ops whose output length depends on the values: masked_select, nonzero and
+indexing with a boolean mask (x[mask]).
 The glue counts the selected elements on the device (reading the count back
 is a sync, as on CUDA), then runs one program for that length; results must
 equal the CPU's exactly."""
@@ -57,8 +58,9 @@ def test_masked_select_compiles_once_per_count():
 
     def compiles_of_select(mask):
         before = torch_tpu.metrics.counters()["compile"]
-        torch.masked_select(x, mask)
+        selected = torch.masked_select(x, mask)  # kept: fused mode drops unread work
         torch.tpu.synchronize()  # (fused mode) runs the select on its own
+        del selected
         return torch_tpu.metrics.counters()["compile"] - before
 
     compiles_of_select(positive)
@@ -97,6 +99,38 @@ def test_nonzero_edges():
     assert_close(out, torch.nonzero(x))
     with pytest.raises(RuntimeError, match="scalar type Long"):
         torch.nonzero(x.to("tpu"), out=torch.empty(0, device="tpu"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_boolean_mask_indexing(dtype):
+    x = make((4, 5, 3), dtype)
+    check(lambda x, m: x[m], x, mask((4, 5)))  # a mask over the leading dims
+    check(lambda x, m: x[m], x, mask((4, 5, 3)))  # over all dims: a 1-d result
+    check(lambda x, m: x[:, m], x, mask((5,)))  # after a slice
+    check(lambda x, m, i: x[m, :, i], x, mask((4,)), torch.tensor([2, 0]))  # with integer indices
+
+
+def test_boolean_mask_indexing_edges_views_and_grad():
+    x = make((4, 5))
+    check(lambda x, m: x[m], x, torch.zeros(4, dtype=torch.bool))  # selects nothing
+    check(lambda x, m: x[m], x, torch.ones(4, 5, dtype=torch.bool))  # selects everything
+    check(lambda x, m: x.t()[m], x, mask((5,)))  # a strided view
+    check(lambda x, m: x[m], torch.tensor(3.5), torch.tensor(True))  # 0-d
+    check(lambda x: x[x > 0], x)
+    xc, xd = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    m = mask((4, 5))
+    g = torch.randn(int(m.sum()))
+    xc[m].backward(g)
+    xd[m.to("tpu")].backward(g.to("tpu"))
+    assert_close(xd.grad, xc.grad)
+
+
+def test_boolean_mask_indexing_errors_match_cpu():
+    for dev in ["cpu", "tpu"]:
+        x = torch.zeros(4, 3, device=dev)
+        with pytest.raises(IndexError, match=r"shape of the mask \[5\] at index 0 does not match"):
+            x[torch.ones(5, dtype=torch.bool, device=dev)]
+        assert x[torch.ones(4, dtype=torch.bool, device=dev)].shape == (4, 3)  # still works after
 
 
 def test_cross_entropy_weight_label_smoothing_mean_uses_masked_select():

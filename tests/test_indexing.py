@@ -456,13 +456,6 @@ def test_index_shapes_and_views():
     check(out, make((4, 3)), index([3, 1]), torch.zeros(2, 3))
 
 
-def test_index_boolean_mask_is_not_implemented():
-    # A mask's result shape depends on the data, which compiled programs cannot have.
-    x = make((3, 4)).to("tpu")
-    with pytest.raises(NotImplementedError, match="nonzero"):
-        x[x > 0]
-
-
 INDEX_KEYS = {
     "rows": lambda i: (i,),
     "cols": lambda i: (slice(None), i),

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Allocator.h>
 
 extern "C" {
@@ -36,6 +37,9 @@ void next_rng_state(const std::optional<at::Generator>& generator, int device, u
 // Reserves `count` consecutive offsets of the device's default generator
 // (a compiled graph's random ops); (seed, first offset) come back.
 void reserve_rng_offsets(int device, uint64_t count, uint64_t* seed, uint64_t* offset);
+
+// The one boxed kernel that runs every lowered ATen op (fallback.cpp).
+void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Whether unsupported ops run on the CPU, and the per-op fallback counts.
 bool cpu_fallback_enabled();

@@ -4,6 +4,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/IndexingUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/as_strided_native.h>
@@ -222,6 +223,24 @@ at::Tensor nonzero(const at::Tensor& self) {
   return nonzero_out(self, out);
 }
 
+// x[mask]: boolean (or uint8) masks among the indices select by data. Each
+// becomes its nonzero positions (counted on the device, one sync, as on
+// CUDA), and the op runs as integer indexing through the fallback.
+at::Tensor index_tensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::index", "Tensor");
+  bool masked = false;
+  for (const std::optional<at::Tensor>& i : indices)
+    masked = masked || (i.has_value() && i->defined() && (i->scalar_type() == at::kBool || i->scalar_type() == at::kByte));
+  c10::List<std::optional<at::Tensor>> positions;  // a copy of a c10::List would share its items
+  if (masked) {
+    for (const at::Tensor& t : at::native::expandTensors(self, indices))
+      positions.push_back(t.defined() ? std::optional<at::Tensor>(t) : std::nullopt);
+  }
+  torch::jit::Stack stack{self, masked ? positions : indices};
+  tpu_fallback(op, &stack);
+  return stack[0].toTensor();
+}
+
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   at::Tensor host = at::empty({}, self.options().device(at::kCPU));
   tpu_tensor view = to_tpu_tensor(self, "item");
@@ -230,8 +249,6 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 }
 
 }  // namespace
-
-void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
@@ -253,6 +270,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_select.out", masked_select_out);
   m.impl("nonzero", nonzero);
   m.impl("nonzero.out", nonzero_out);
+  m.impl("index.Tensor", index_tensor);
   // convolution's own kernels send other devices to convolution_overrideable,
   // which has no meta kernel; these two do, so they go to the fallback.
   m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
