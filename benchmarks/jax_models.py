@@ -224,9 +224,8 @@ class Trainer:
                    for name, t in torch_model.state_dict().items()}
         params = {name: buffers.pop(name) for name in names.values()}
         self.state = (params, buffers, self.optimizer.init(params), jax.random.key(seed))
-        self._step = jax.jit(functools.partial(self._train_step, functools.partial(LOSSES[example_name],
-                                                                                   cfg=cfg)),
-                             donate_argnums=(0, 1, 2, 3))
+        loss_fn = functools.partial(LOSSES[example_name], cfg=cfg)
+        self._step = jax.jit(functools.partial(self._train_step, loss_fn), donate_argnums=(0, 1, 2, 3))
 
     def _train_step(self, loss_fn, params, buffers, opt_state, key, batch):
         key, dropout_key = jax.random.split(key)
