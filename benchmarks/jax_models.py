@@ -8,18 +8,44 @@ names, so taking the torch weights is a copy per tensor and a layer the two
 models disagree on is a KeyError naming it. Constants that the torch modules
 take by default (LayerNorm and BatchNorm eps, BatchNorm momentum) are torch's.
 
-Needs `pip install -r benchmarks/requirements-jax.txt`; runs on JAX's CPU
-backend, the XLA CPU compiler that the tpu plugin wraps too.
+Needs `pip install -r benchmarks/requirements-jax.txt`. A Trainer runs on
+the device it is given: jaxlib's own CPU backend (JAX's default here, with
+jaxlib's XLA), or the PJRT plugin that torch_tpu loads, registered with JAX
+as the backend PLUGIN_BACKEND (its own client of the same .so, so the same
+XLA compiles JAX's step and torch_tpu's programs).
 """
 import functools
 import math
 
 import jax
+import jax.extend.backend
 import jax.numpy as jnp
 import numpy as np
 import torch
+from jax._src import xla_bridge
 
-jax.config.update("jax_platforms", "cpu")
+from torch_tpu._plugin import find_plugin
+
+PLUGIN_BACKEND = "torch_tpu_plugin"
+# jaxlib's backend listed first stays the default; JAX opens the plugin with
+# its own PJRT client, beside torch_tpu's, in the one loaded copy of the .so.
+jax.config.update("jax_platforms", f"cpu,{PLUGIN_BACKEND}")
+xla_bridge.register_plugin(PLUGIN_BACKEND, library_path=find_plugin())
+
+
+def jaxlib_device():
+    return jax.devices("cpu")[0]
+
+
+def plugin_device():
+    return jax.devices(PLUGIN_BACKEND)[0]
+
+
+def backend_of(array):
+    """The name of the JAX backend whose client holds `array`: both report
+    platform "cpu", so only the client tells them apart."""
+    (device,) = array.devices()
+    return next(name for name, client in jax.extend.backend.backends().items() if client is device.client)
 
 NORM_EPS = 1e-5  # torch's LayerNorm and BatchNorm2d default
 BATCH_NORM_MOMENTUM = 0.1  # torch's BatchNorm2d default
@@ -212,10 +238,12 @@ def optimizer_like(torch_optimizer, names):
 class Trainer:
     """An example's model (`example_name` as in examples/) in JAX, started
     from torch_model's weights and trained with torch_optimizer's algorithm
-    and hyperparameters, one jitted program per step. Dropout draws from its
-    own JAX key, so it matches torch's in rate, not in the units it drops."""
+    and hyperparameters, one jitted program per step on `device` (its state
+    lives there, so jit compiles for it and moves each batch to it). Dropout
+    draws from its own JAX key, so it matches torch's in rate, not in the
+    units it drops."""
 
-    def __init__(self, example_name, cfg, torch_model, torch_optimizer, seed=0):
+    def __init__(self, example_name, cfg, torch_model, torch_optimizer, device, seed=0):
         names = {id(t): name for name, t in torch_model.named_parameters()}
         self.optimizer = optimizer_like(torch_optimizer, names)
         # Copies: JAX may alias host memory it is given, and the step donates
@@ -223,7 +251,8 @@ class Trainer:
         buffers = {name: jnp.array(t.detach().numpy(), copy=True)
                    for name, t in torch_model.state_dict().items()}
         params = {name: buffers.pop(name) for name in names.values()}
-        self.state = (params, buffers, self.optimizer.init(params), jax.random.key(seed))
+        self.state = jax.device_put((params, buffers, self.optimizer.init(params), jax.random.key(seed)),
+                                    device)
         loss_fn = functools.partial(LOSSES[example_name], cfg=cfg)
         self._step = jax.jit(functools.partial(self._train_step, loss_fn), donate_argnums=(0, 1, 2, 3))
 
@@ -244,6 +273,9 @@ class Trainer:
             self.state = tuple(state)
             losses.append(float(loss))
         return losses
+
+    def first_parameter(self):
+        return next(iter(self.state[0].values()))
 
     def state_dict(self):
         """Parameters and buffers as NumPy arrays, by their torch names."""

@@ -8,11 +8,13 @@ configurations), measured in one run from the same weights and batches:
   tpu-compiled   tpu, torch.compile(backend="tpu") for model and optimizer step
   jax-jit        the same model, loss and optimizer written in JAX
                  (benchmarks/jax_models.py), each step one jax.jit program on
-                 JAX's XLA CPU backend; --jax, after checking its losses
-                 against the CPU model's
+                 jaxlib's own XLA CPU backend; --jax
+  jax-plugin     the same JAX step on the PJRT plugin that torch_tpu runs
+                 on (the same XLA as the tpu sides); --jax
 
-Prints milliseconds per step and each column's ratio to tpu-strict and to
-cpu, and with --jax tpu-compiled's time over jax-jit's. Every step ends with
+Each JAX side first trains beside the CPU model and must match it. Prints
+milliseconds per step and each column's ratio to tpu-strict and to cpu, and
+with --jax tpu-compiled's time over each JAX side's. Every step ends with
 the loss read on the host, so device work is inside the time. Sides alternate
 round by round and the best round counts, so all see the same machine load.
 
@@ -98,6 +100,15 @@ def import_jax_models():
     return jax_models
 
 
+JAX_SIDES = ("jax-jit", "jax-plugin")
+
+
+def jax_device(side):
+    """jax-jit runs on jaxlib's own CPU backend, jax-plugin on torch_tpu's plugin."""
+    jax_models = import_jax_models()
+    return {"jax-jit": jax_models.jaxlib_device, "jax-plugin": jax_models.plugin_device}[side]()
+
+
 class JaxSide:
     """The example's model, loss and optimizer written in JAX, from the CPU
     model's weights."""
@@ -105,7 +116,14 @@ class JaxSide:
     def __init__(self, name, example, cfg, cpu_model):
         self.name = name
         optimizer = example.make_optimizer(cpu_model, cfg)  # read for its hyperparameters only
-        self.trainer = import_jax_models().Trainer(example.__name__, cfg, cpu_model, optimizer)
+        self.trainer = import_jax_models().Trainer(example.__name__, cfg, cpu_model, optimizer,
+                                                   jax_device(name))
+
+    def placement(self):
+        """Where its parameters are, as JAX reports it."""
+        param = self.trainer.first_parameter()
+        (device,) = param.devices()
+        return f"{self.name} on {device} of backend {import_jax_models().backend_of(param)}"
 
     def ms_per_step(self, batches):
         start = time.perf_counter()
@@ -123,39 +141,43 @@ CHECK_LOSS_RTOL = 1e-4  # on each step's loss
 CHECK_UPDATE_RTOL = 5e-3  # on each tensor's change: |jax - torch| / |torch - start|, 2-norms
 
 
-def check_jax_matches_cpu(example, cfg, cpu_model, batches):
-    """Exits, naming the first disagreement, unless the JAX model trains as
-    the CPU model does; prints both sides' losses."""
+def check_jax_matches_cpu(example, cfg, cpu_model, batches, side):
+    """Exits, naming the first disagreement, unless the JAX model on `side`'s
+    device trains as the CPU model does; prints both sides' losses."""
     cfg = dataclasses.replace(cfg, dropout=0.0) if hasattr(cfg, "dropout") else cfg
     torch_model = example.build(cfg)
     torch_model.load_state_dict(cpu_model.state_dict())
     start = {name: t.clone() for name, t in torch_model.state_dict().items()}
     optimizer = example.make_optimizer(torch_model, cfg)
-    jax_trainer = import_jax_models().Trainer(example.__name__, cfg, torch_model, optimizer)
+    jax_trainer = import_jax_models().Trainer(example.__name__, cfg, torch_model, optimizer,
+                                              jax_device(side))
     jax_losses = jax_trainer.train(batches)
     cpu_losses = common.train(torch_model, optimizer, example.loss_fn, batches, torch.device("cpu"),
                               log_every=0)
     print(f"{example.__name__}: check, {len(batches)} steps, dropout off: losses cpu "
-          f"{' '.join(f'{v:.6f}' for v in cpu_losses)}, jax {' '.join(f'{v:.6f}' for v in jax_losses)}")
+          f"{' '.join(f'{v:.6f}' for v in cpu_losses)}, {side} {' '.join(f'{v:.6f}' for v in jax_losses)}")
     for step, (c, j) in enumerate(zip(cpu_losses, jax_losses), 1):
         if abs(j - c) > CHECK_LOSS_RTOL * abs(c):
-            raise SystemExit(f"{example.__name__}: the JAX model is not the CPU one: step {step} loss "
+            raise SystemExit(f"{example.__name__}: {side}'s model is not the CPU one: step {step} loss "
                              f"{j:.6f} vs {c:.6f} (relative tolerance {CHECK_LOSS_RTOL})")
     jax_state = jax_trainer.state_dict()
     for name, t in torch_model.state_dict().items():
         change = float(np.linalg.norm(t.double().numpy() - start[name].double().numpy()))
         error = float(np.linalg.norm(jax_state[name].astype(np.float64) - t.double().numpy()))
         if error > CHECK_UPDATE_RTOL * change:
-            raise SystemExit(f"{example.__name__}: the JAX model is not the CPU one: after {len(batches)} "
+            raise SystemExit(f"{example.__name__}: {side}'s model is not the CPU one: after {len(batches)} "
                              f"steps {name} is {error:.3g} from the CPU's, which moved {change:.3g} "
                              f"(relative tolerance {CHECK_UPDATE_RTOL})")
 
 
-def measure(example, cfg, sides, steps, repeats, warmup):
+def measure(example, cfg, sides, steps, repeats, warmup, show_placement):
     cpu_model = example.build(cfg)
-    if "jax-jit" in sides:
-        check_jax_matches_cpu(example, cfg, cpu_model, example.make_batches(cfg, CHECK_STEPS))
-    runners = [(JaxSide if name == "jax-jit" else Side)(name, example, cfg, cpu_model) for name in sides]
+    for side in sides:
+        if side in JAX_SIDES:
+            check_jax_matches_cpu(example, cfg, cpu_model, example.make_batches(cfg, CHECK_STEPS), side)
+    runners = [(JaxSide if name in JAX_SIDES else Side)(name, example, cfg, cpu_model) for name in sides]
+    if show_placement:
+        print("JAX parameters: " + "; ".join(r.placement() for r in runners if isinstance(r, JaxSide)))
     batches = example.make_batches(cfg, warmup + steps * repeats)
     warmup_s = {}
     for r in runners:  # compiles every program each side needs
@@ -174,7 +196,10 @@ def print_xla_versions(jax_models):
     """Which XLA each side compiles with: jaxlib's own, and the plugin's."""
     jax = jax_models.jax
     tpu = torch.tpu.get_device_properties()
-    print(f"jax {jax.__version__} (jaxlib {jax.lib.__version__}) on its {jax.devices()[0].platform} backend; "
+    plugin = jax_models.plugin_device().client
+    print(f"jax {jax.__version__} (jaxlib {jax.lib.__version__}), default backend {jax.default_backend()!r} "
+          f"(jaxlib's); backend {jax_models.PLUGIN_BACKEND!r}: PJRT C API "
+          f"{plugin.pjrt_c_api_major_version}.{plugin.pjrt_c_api_minor_version}; "
           f"tpu plugin: platform {tpu['platform']}, version {tpu['platform_version']}, "
           f"PJRT C API {tpu['pjrt_api_version']}, XLA {tpu['xla_version'] or 'unknown'}")
 
@@ -194,18 +219,21 @@ def main():
     sides = ["cpu"] + (["cpu-inductor"] if args.inductor else []) + ["tpu-strict", "tpu-fused",
                                                                       "tpu-compiled"]
     if args.jax:
-        sides.append("jax-jit")
+        sides.extend(JAX_SIDES)
         print_xla_versions(import_jax_models())
     print(f"{'model':8} {'side':13} {'ms/step':>9} {'vs strict':>10} {'vs cpu':>8} {'warm-up s':>10}")
     for name in args.models:
         example, cfg = EXAMPLES[name], CONFIGS[args.config][name]
         torch._dynamo.reset()
-        best, warmup_s = measure(example, cfg, sides, args.steps, args.repeats, args.warmup)
+        best, warmup_s = measure(example, cfg, sides, args.steps, args.repeats, args.warmup,
+                                 show_placement=args.jax and name == args.models[0])
         for side in sides:
             print(f"{name:8} {side:13} {best[side]:9.1f} {best['tpu-strict'] / best[side]:9.2f}x "
                   f"{best['cpu'] / best[side]:7.2f}x {warmup_s[side]:10.1f}", flush=True)
         if args.jax:
-            print(f"{name:8} tpu-compiled / jax-jit: {best['tpu-compiled'] / best['jax-jit']:.2f}x "
+            compiled = best["tpu-compiled"]
+            print(f"{name:8} tpu-compiled / jax-jit (jaxlib's XLA): {compiled / best['jax-jit']:.2f}x, "
+                  f"/ jax-plugin (the same plugin): {compiled / best['jax-plugin']:.2f}x "
                   "(target: at most 1.05x)", flush=True)
 
 
