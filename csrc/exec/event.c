@@ -14,6 +14,7 @@
  * outlives an event destroyed while its work still runs. */
 typedef struct event_mark {
   atomic_int refcount;
+  int device;
   pthread_mutex_t mutex;
   pthread_cond_t done_cond;
   int pending;          /* callbacks still to come (+1 while registering) */
@@ -57,6 +58,34 @@ static void mark_ready(void* user, tpu_status status) {
   mark_release(m);
 }
 
+/* Storage callbacks still to come, per device. The plugin may run them just
+ * after an await of the same storage returns, so a device synchronize waits
+ * for them too: every event recorded before it then reads as complete. */
+static int callbacks_pending[MAX_DEVICES]; /* under callbacks_mutex */
+static pthread_mutex_t callbacks_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t callbacks_done = PTHREAD_COND_INITIALIZER;
+
+static void callbacks_add(int device, int delta) {
+  pthread_mutex_lock(&callbacks_mutex);
+  callbacks_pending[device] += delta;
+  if (callbacks_pending[device] == 0) pthread_cond_broadcast(&callbacks_done);
+  pthread_mutex_unlock(&callbacks_mutex);
+}
+
+/* One marked storage is ready. */
+static void buffer_ready(void* user, tpu_status status) {
+  int device = ((event_mark*)user)->device;
+  mark_ready(user, status); /* may free the mark */
+  callbacks_add(device, -1);
+}
+
+void event_callbacks_wait(int device) {
+  if (device < 0 || device >= MAX_DEVICES) return;
+  pthread_mutex_lock(&callbacks_mutex);
+  while (callbacks_pending[device] > 0) pthread_cond_wait(&callbacks_done, &callbacks_mutex);
+  pthread_mutex_unlock(&callbacks_mutex);
+}
+
 tpu_status tpu_event_create(bool enable_timing, tpu_event** out_event) {
   *out_event = NULL;
   tpu_event* event = calloc(1, sizeof *event);
@@ -82,8 +111,9 @@ static tpu_status watch_buffer(tpu_buffer* b, void* context) {
   pthread_mutex_lock(&m->mutex);
   m->pending++;
   pthread_mutex_unlock(&m->mutex);
-  tpu_status status = tpu_pjrt_buffer_on_ready(runtime_pjrt(), b->pjrt, b->writer, mark_ready, m);
-  if (status) mark_ready(m, NULL); /* never called back: undo */
+  callbacks_add(m->device, 1);
+  tpu_status status = tpu_pjrt_buffer_on_ready(runtime_pjrt(), b->pjrt, b->writer, buffer_ready, m);
+  if (status) buffer_ready(m, NULL); /* never called back: undo */
   return status;
 }
 
@@ -94,6 +124,7 @@ tpu_status tpu_event_record(tpu_event* event, int device) {
   event_mark* m = calloc(1, sizeof *m);
   if (!m) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory recording an event");
   atomic_init(&m->refcount, 2); /* the event's, and the registration's until it ends */
+  m->device = device;
   pthread_mutex_init(&m->mutex, NULL);
   pthread_cond_init(&m->done_cond, NULL);
   m->pending = 1;

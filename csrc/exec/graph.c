@@ -10,7 +10,6 @@
 #include "exec/runtime_impl.h"
 #include "exec/view.h"
 
-#define MAX_DEVICES 64
 /* Bounds that keep one program's compile time and host memory modest. */
 #define GRAPH_MAX_OPS 20000
 #define TEMPLATE_BUCKETS 1024

@@ -10,7 +10,6 @@
 #include "exec/graph.h"
 #include "exec/runtime_impl.h"
 
-#define MAX_DEVICES 64
 #define SCALAR_SLOTS 256
 
 static pthread_mutex_t lock;
@@ -188,5 +187,6 @@ tpu_status tpu_device_synchronize(int device) {
   tpu_status status = graph_flush(device);
   if (!status) status = buffers_await_all(device);
   runtime_unlock();
+  if (!status) event_callbacks_wait(device);
   return status;
 }

@@ -43,6 +43,9 @@ void buffer_replace(tpu_buffer* buffer, struct PJRT_Buffer* pjrt, tpu_dtype dtyp
 /* Storage element type for reads through a view of `view_dtype`. */
 tpu_dtype buffer_storage_dtype(const tpu_buffer* buffer, tpu_dtype view_dtype);
 
+/* The most devices one process addresses (per-device tables are this long). */
+#define MAX_DEVICES 64
+
 void memory_account(int device, int64_t delta);
 
 /* Calls fn on every live buffer of `device` that holds device storage,
@@ -53,5 +56,9 @@ tpu_status buffers_for_each(int device, tpu_status (*fn)(tpu_buffer* buffer, voi
 /* Awaits every live buffer on `device`: all enqueued work that anything can
  * still observe. Returns the first error. Lock held. */
 tpu_status buffers_await_all(int device);
+
+/* Waits until every event callback registered on `device` has run (event.c).
+ * Lock not held: the callbacks come from the plugin's threads. */
+void event_callbacks_wait(int device);
 
 #endif

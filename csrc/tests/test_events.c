@@ -134,6 +134,27 @@ static void test_record_runs_pending_fused_ops(void) {
   release(&a, &b, &c);
 }
 
+/* After a device synchronize every event recorded before it is complete,
+ * though the plugin may run its ready callbacks just after the awaits
+ * return (the race shows on some of these rounds without the wait). */
+static void test_synchronize_completes_recorded_events(void) {
+  square a = make_square(1.0f), b = make_square(1.0f), c = make_square(0.0f);
+  tpu_event* e = NULL;
+  CHECK_OK(tpu_event_create(false, &e));
+  int incomplete = 0;
+  for (int round = 0; round < 50; round++) {
+    enqueue_mm(&a, &b, &c);
+    CHECK_OK(tpu_event_record(e, 0));
+    CHECK_OK(tpu_device_synchronize(0));
+    bool done = false;
+    CHECK_OK(tpu_event_query(e, &done));
+    incomplete += !done;
+  }
+  CHECK(incomplete == 0);
+  tpu_event_destroy(e);
+  release(&a, &b, &c);
+}
+
 int main(void) {
   const char* plugin = getenv("TORCH_TPU_PJRT_PLUGIN");
   if (!plugin) {
@@ -144,5 +165,6 @@ int main(void) {
   test_unrecorded_event();
   test_elapsed_time_of_a_matmul();
   test_record_runs_pending_fused_ops();
+  test_synchronize_completes_recorded_events();
   return check_finish("events");
 }
