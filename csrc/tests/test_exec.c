@@ -40,6 +40,12 @@ static void upload_operands(tpu_tensor* ta, tpu_tensor* tb, tpu_tensor* to) {
   *to = dense(bo, TPU_F32, 1, &six);
 }
 
+static void release_operands(const tpu_tensor* ta, const tpu_tensor* tb, const tpu_tensor* to) {
+  tpu_buffer_release(ta->buffer);
+  tpu_buffer_release(tb->buffer);
+  tpu_buffer_release(to->buffer);
+}
+
 /* Runs name(args) into outputs, inferring nothing: outputs are given. */
 static tpu_status run(const char* name, tpu_arg* args, int n, tpu_tensor* outs, int n_out) {
   tpu_op_call call = {name, "", 0, args, n, outs, n_out};
@@ -66,7 +72,6 @@ static void test_add_and_cache(void) {
   float out[6];
   tpu_tensor ta, tb, to;
   upload_operands(&ta, &tb, &to);
-  tpu_buffer *ba = ta.buffer, *bb = tb.buffer, *bo = to.buffer;
   for (int alpha = 1; alpha <= 3; alpha++) {
     tpu_arg args[3] = {{.kind = TPU_ARG_TENSOR, .u.tensor = ta},
                        {.kind = TPU_ARG_TENSOR, .u.tensor = tb},
@@ -118,9 +123,7 @@ static void test_add_and_cache(void) {
   float mid[6] = {10, 20, -1, -2, 50, 60};
   for (int i = 0; i < 6; i++) CHECK(out[i] == mid[i]);
   CHECK(tpu_memory_allocated(0) >= 4 * 24);
-  tpu_buffer_release(ba);
-  tpu_buffer_release(bb);
-  tpu_buffer_release(bo);
+  release_operands(&ta, &tb, &to);
   tpu_buffer_release(bt);
   CHECK(tpu_memory_allocated(0) == 0);
 }
@@ -148,7 +151,6 @@ static void test_fused_graph(void) {
   float out[6];
   tpu_tensor ta, tb, to;
   upload_operands(&ta, &tb, &to);
-  tpu_buffer *ba = ta.buffer, *bb = tb.buffer, *bo = to.buffer;
   CHECK_OK(tpu_set_eager_mode(TPU_EAGER_FUSED));
   int64_t compiles = 0, executes = 0;
   for (int step = 1; step <= 3; step++) {
@@ -170,9 +172,7 @@ static void test_fused_graph(void) {
   tpu_status_free(s);
   CHECK(tpu_pending_op_count(0) == 0);
   CHECK_OK(tpu_set_eager_mode(TPU_EAGER_STRICT));
-  tpu_buffer_release(ba);
-  tpu_buffer_release(bb);
-  tpu_buffer_release(bo);
+  release_operands(&ta, &tb, &to);
 }
 
 static void test_captured_program(void) {
@@ -181,7 +181,6 @@ static void test_captured_program(void) {
   int64_t six = 6;
   tpu_tensor ta, tb, to;
   upload_operands(&ta, &tb, &to);
-  tpu_buffer *ba = ta.buffer, *bb = tb.buffer, *bo = to.buffer;
   /* Captured: out = a + b; a += 1 (an input written in place). */
   CHECK_OK(tpu_capture_begin(0));
   tpu_arg add[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = ta}, {.kind = TPU_ARG_TENSOR, .u.tensor = tb}};
@@ -192,9 +191,9 @@ static void test_captured_program(void) {
   tpu_status s = tpu_tensor_to_host(&to, out); /* host reads fail while capturing */
   CHECK(s && strstr(tpu_status_message(s), "torch.compile") != NULL);
   tpu_status_free(s);
-  tpu_buffer* inputs[2] = {ba, bb};
+  tpu_buffer* inputs[2] = {ta.buffer, tb.buffer};
   tpu_program* program = NULL;
-  CHECK_OK(tpu_capture_end(0, inputs, 2, &bo, 1, &program));
+  CHECK_OK(tpu_capture_end(0, inputs, 2, &to.buffer, 1, &program));
   CHECK(tpu_program_writes_input(program, 0) && !tpu_program_writes_input(program, 1));
   for (int run_index = 0; run_index < 2; run_index++) {
     tpu_buffer* result = NULL;
@@ -206,15 +205,13 @@ static void test_captured_program(void) {
   }
   CHECK_OK(tpu_tensor_to_host(&ta, out));
   for (int i = 0; i < 6; i++) CHECK(out[i] == a[i] + 2);
-  tpu_buffer* wrong[1] = {ba};
+  tpu_buffer* wrong[1] = {ta.buffer};
   tpu_buffer* none = NULL;
   s = tpu_program_run(program, wrong, 1, 0, 0, &none);
   CHECK(s && strstr(tpu_status_message(s), "takes 2 inputs") != NULL);
   tpu_status_free(s);
   tpu_program_free(program);
-  tpu_buffer_release(ba);
-  tpu_buffer_release(bb);
-  tpu_buffer_release(bo);
+  release_operands(&ta, &tb, &to);
 }
 
 static void test_errors(void) {
