@@ -172,7 +172,8 @@ tpu_status tpu_tensor_from_host(const tpu_tensor* dst, const void* src) {
 tpu_status tpu_tensor_copy(const tpu_tensor* dst, const tpu_tensor* src) {
   tpu_arg arg = {.kind = TPU_ARG_TENSOR, .u.tensor = *src};
   tpu_tensor out = *dst;
-  tpu_op_call call = {"copy_", "", dst->buffer ? dst->buffer->device : 0, &arg, 1, &out, 1};
+  tpu_op_call call = {.name = "copy_", .overload = "", .device = dst->buffer ? dst->buffer->device : 0,
+                      .args = &arg, .arg_count = 1, .outputs = &out, .output_count = 1};
   tpu_op_plan* plan = NULL;
   TPU_RETURN_IF_ERROR(tpu_op_lookup(&call, &plan));
   if (!plan) {

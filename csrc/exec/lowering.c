@@ -351,10 +351,21 @@ static tpu_status write_outputs(tpu_lowering* l, op_variant* variant, hlo_value*
   return NULL;
 }
 
+/* PyTorch's float32 matmul precision as XLA's: "medium" allows the
+ * device's fastest form, which XLA calls DEFAULT. */
+static hlo_precision precision_of(tpu_matmul_precision p) {
+  switch (p) {
+    case TPU_MATMUL_HIGH: return HLO_PRECISION_HIGH;
+    case TPU_MATMUL_MEDIUM: return HLO_PRECISION_DEFAULT;
+    default: return HLO_PRECISION_HIGHEST;
+  }
+}
+
 /* Runs the lowering and writes its outputs; results[m] and the variant's
  * result lists name each written storage's new value. */
 static tpu_status lower_and_write(tpu_lowering* l, op_variant* variant, hlo_value* results) {
   const tpu_op_call* call = l->call;
+  hlo_set_precision(l->b, precision_of(call->matmul_precision));
   int n = call->arg_count ? call->arg_count : 1;
   size_t outs = (size_t)(call->output_count ? call->output_count : 1);
   l->arg_values = malloc((size_t)n * sizeof *l->arg_values);

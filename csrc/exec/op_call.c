@@ -156,6 +156,7 @@ static tpu_status input_key(const tpu_op_call* call, const tpu_op_entry* entry, 
   key_begin(k, call);
   put_str(k, call->name);
   put_str(k, call->overload);
+  put_i64(k, call->matmul_precision);
   put_i64(k, call->arg_count);
   int64_t position = 0;
   for (int i = 0; i < call->arg_count; i++) {

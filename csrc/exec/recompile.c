@@ -18,7 +18,7 @@
 #define REASON_SIZE 256
 #define WHAT_SIZE 40
 
-typedef enum fact_kind { FACT_INT, FACT_FLOAT, FACT_DTYPE, FACT_LAYOUT, FACT_ARG_KIND } fact_kind;
+typedef enum fact_kind { FACT_INT, FACT_FLOAT, FACT_DTYPE, FACT_LAYOUT, FACT_ARG_KIND, FACT_PRECISION } fact_kind;
 
 typedef struct fact {
   char what[WHAT_SIZE]; /* "input 0 dim 1" */
@@ -94,6 +94,7 @@ static void add_tensor(signature* s, const tpu_tensor* t, const char* name, int 
 }
 
 static void describe(const tpu_op_call* call, signature* s) {
+  add_int(s, FACT_PRECISION, call->matmul_precision, "float32 matmul precision", 0, 0);
   add_int(s, FACT_INT, call->arg_count, "argument count", 0, 0);
   for (int i = 0; i < call->arg_count; i++) {
     const tpu_arg* a = &call->args[i];
@@ -163,6 +164,9 @@ static void format_value(const fact* f, char* out, size_t size) {
     case FACT_DTYPE: snprintf(out, size, "%s", tpu_dtype_name((tpu_dtype)f->i)); break;
     case FACT_LAYOUT: snprintf(out, size, "%s", layout_name(f->i)); break;
     case FACT_ARG_KIND: snprintf(out, size, "%s", arg_kind_name(f->i)); break;
+    case FACT_PRECISION:
+      snprintf(out, size, "%s", f->i == TPU_MATMUL_HIGH ? "high" : f->i == TPU_MATMUL_MEDIUM ? "medium" : "highest");
+      break;
   }
 }
 

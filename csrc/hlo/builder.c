@@ -92,6 +92,18 @@ void hlo_builder_free(hlo_builder* b) {
   free(b);
 }
 
+void hlo_set_precision(hlo_builder* b, hlo_precision precision) { b->precision = precision; }
+
+size_t precision_attr(const hlo_builder* b, hlo_value lhs, hlo_value rhs, char* attrs, size_t size,
+                      size_t len) {
+  bool f32 = hlo_type_of(b, lhs)->dtype == TPU_F32 || hlo_type_of(b, rhs)->dtype == TPU_F32;
+  if (!f32 || b->precision == HLO_PRECISION_DEFAULT || len >= size) return len;
+  const char* name = b->precision == HLO_PRECISION_HIGH ? "HIGH" : "HIGHEST";
+  return len + (size_t)snprintf(attrs + len, size - len,
+                                ", precision_config = [#stablehlo<precision %s>, #stablehlo<precision %s>]",
+                                name, name);
+}
+
 hlo_value hlo_fail(hlo_builder* b, tpu_status_code code, const char* fmt, ...) {
   if (b->status) return HLO_INVALID;
   char message[1024];

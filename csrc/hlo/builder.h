@@ -38,6 +38,12 @@ char* hlo_type_print(const hlo_type* type, char* buf, size_t size);
 tpu_status hlo_builder_create(hlo_builder** out_builder);
 void hlo_builder_free(hlo_builder* builder); /* accepts NULL */
 
+/* The precision_config of the float32 dot_general and convolution ops added
+ * from now on: how exactly the device multiplies (on a TPU, DEFAULT is one
+ * bfloat16 pass, HIGH three, HIGHEST float32). DEFAULT until set. */
+typedef enum hlo_precision { HLO_PRECISION_DEFAULT = 0, HLO_PRECISION_HIGH, HLO_PRECISION_HIGHEST } hlo_precision;
+void hlo_set_precision(hlo_builder* b, hlo_precision precision);
+
 /* Records an error (first one wins) and returns HLO_INVALID. */
 hlo_value hlo_fail(hlo_builder* b, tpu_status_code code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -28,6 +28,7 @@ struct hlo_builder {
   int depth;
   hlo_text region;                /* a finished region waiting for its op */
   tpu_status status;              /* first error; sticky */
+  hlo_precision precision;        /* for float32 dot_general and convolution */
 };
 
 void text_append(hlo_builder* b, hlo_text* t, const char* fmt, ...)
@@ -55,6 +56,11 @@ hlo_value reduce_with_region(hlo_builder* b, hlo_value x, hlo_value init, const 
 
 void region_begin(hlo_builder* b, const hlo_type* arg_types, int n, hlo_value* out_args);
 void region_end(hlo_builder* b, const hlo_value* results, int n);
+
+/* Appends ", precision_config = [..]" to attrs[len..] when lhs or rhs is
+ * float32 and the builder's precision is not DEFAULT; returns the new length. */
+size_t precision_attr(const hlo_builder* b, hlo_value lhs, hlo_value rhs, char* attrs, size_t size,
+                      size_t len);
 
 /* "array<i64: 1, 2>" into a small attribute string. */
 void attr_i64_array(char* buf, size_t size, const char* name, const int64_t* v, int n);

@@ -44,7 +44,8 @@ hlo_value hlo_dot_general(hlo_builder* b, hlo_value lhs, hlo_value rhs, const in
   len = dims_field(attrs, sizeof attrs, len, "rhs_batching_dimensions", rhs_batch, batch_count, &first);
   len = dims_field(attrs, sizeof attrs, len, "lhs_contracting_dimensions", lhs_contract, contract_count, &first);
   len = dims_field(attrs, sizeof attrs, len, "rhs_contracting_dimensions", rhs_contract, contract_count, &first);
-  if (len < sizeof attrs) snprintf(attrs + len, sizeof attrs - len, ">");
+  if (len < sizeof attrs) len += (size_t)snprintf(attrs + len, sizeof attrs - len, ">");
+  precision_attr(b, lhs, rhs, attrs, sizeof attrs, len);
   return emit_op(b, "stablehlo.dot_general", operands, 2, attrs, out);
 }
 

@@ -76,6 +76,7 @@ hlo_value hlo_convolution(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hl
   len = array_attr(attrs, sizeof attrs, len, "lhs_dilation", c->lhs_dilation, n);
   len = array_attr(attrs, sizeof attrs, len, "rhs_dilation", c->rhs_dilation, n);
   len = padding_attr(attrs, sizeof attrs, len, c->pad_lo, c->pad_hi, n);
+  len = precision_attr(b, lhs, rhs, attrs, sizeof attrs, len);
   if (len >= sizeof attrs) return hlo_fail(b, TPU_INTERNAL, "convolution attributes too long");
   return emit_op(b, "stablehlo.convolution", operands, 2, attrs, out);
 }

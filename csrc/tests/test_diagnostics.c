@@ -26,7 +26,7 @@ static tpu_status run_mul(tpu_dtype dtype, int rank, const int64_t* sizes) {
     }
   }
   tpu_arg args[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = t[0]}, {.kind = TPU_ARG_TENSOR, .u.tensor = t[1]}};
-  tpu_op_call call = {"mul", "Tensor", 0, args, 2, &t[2], 1};
+  tpu_op_call call = {.name = "mul", .overload = "Tensor", .args = args, .arg_count = 2, .outputs = &t[2], .output_count = 1};
   tpu_op_plan* plan = NULL;
   if (!status) status = tpu_op_lookup(&call, &plan);
   if (!status && !plan) status = tpu_op_plan_create(&call, 1, &dtype, &rank, &sizes, &plan);

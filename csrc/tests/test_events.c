@@ -43,7 +43,7 @@ static void release(square* a, square* b, square* c) {
 /* out = a @ b, enqueued (or recorded, in fused mode). */
 static void enqueue_mm(const square* a, const square* b, square* out) {
   tpu_arg args[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = a->t}, {.kind = TPU_ARG_TENSOR, .u.tensor = b->t}};
-  tpu_op_call call = {"mm", "", 0, args, 2, &out->t, 1};
+  tpu_op_call call = {.name = "mm", .overload = "", .args = args, .arg_count = 2, .outputs = &out->t, .output_count = 1};
   tpu_op_plan* plan = NULL;
   CHECK_OK(tpu_op_lookup(&call, &plan));
   if (!plan) {

@@ -48,7 +48,7 @@ static void release_operands(const tpu_tensor* ta, const tpu_tensor* tb, const t
 
 /* Runs name(args) into outputs, inferring nothing: outputs are given. */
 static tpu_status run(const char* name, tpu_arg* args, int n, tpu_tensor* outs, int n_out) {
-  tpu_op_call call = {name, "", 0, args, n, outs, n_out};
+  tpu_op_call call = {.name = name, .overload = "", .args = args, .arg_count = n, .outputs = outs, .output_count = n_out};
   tpu_op_plan* plan = NULL;
   tpu_status s = tpu_op_lookup(&call, &plan);
   if (s) return s;

@@ -115,6 +115,17 @@ typedef struct tpu_arg {
   } u;
 } tpu_arg;
 
+/* How float32 matmuls and convolutions may compute internally, as
+ * torch.set_float32_matmul_precision says: HIGHEST in float32 (PyTorch's
+ * default), HIGH in a faster form of near-float32 accuracy (TF32 or three
+ * bfloat16 passes), MEDIUM in the device's fastest (one bfloat16 pass on a
+ * TPU). Zero is HIGHEST, so a zeroed call gets PyTorch's default. */
+typedef enum tpu_matmul_precision {
+  TPU_MATMUL_HIGHEST = 0,
+  TPU_MATMUL_HIGH,
+  TPU_MATMUL_MEDIUM,
+} tpu_matmul_precision;
+
 /* One ATen op call. `name` is the schema name without namespace ("add_",
  * "add"), overload its overload name ("Tensor", "out", ""). Outputs are the
  * tensors the op writes: in-place self or out= arguments, known from the
@@ -129,6 +140,7 @@ typedef struct tpu_op_call {
   int arg_count;
   tpu_tensor* outputs;
   int output_count;
+  tpu_matmul_precision matmul_precision; /* part of the signature */
 } tpu_op_call;
 
 typedef struct tpu_op_plan tpu_op_plan;

@@ -1,6 +1,7 @@
 // The one boxed kernel behind every lowered ATen op: converts the stack to a
 // tpu_op_call, asks PyTorch's meta kernels for output types on the first
 // call of each signature, allocates outputs and runs the C op.
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
@@ -307,6 +308,17 @@ void push_returns(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> 
   for (auto& v : returns) stack->push_back(std::move(v));
 }
 
+// torch.set_float32_matmul_precision: part of every call's signature, as
+// it changes the program of a float32 matmul or convolution.
+tpu_matmul_precision matmul_precision() {
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGH: return TPU_MATMUL_HIGH;
+    case at::Float32MatmulPrecision::MEDIUM: return TPU_MATMUL_MEDIUM;
+    case at::Float32MatmulPrecision::HIGHEST: break;
+  }
+  return TPU_MATMUL_HIGHEST;
+}
+
 std::string describe(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs) {
   std::ostringstream s;
   s << op.schema().name();
@@ -383,7 +395,8 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   c10::SmallVector<tpu_tensor, 2> outputs;
   for (const at::Tensor& t : targets) outputs.push_back(to_tpu_tensor(t, name.c_str()));
   tpu_op_call call{base, schema.overload_name().c_str(), call_args.device, call_args.args.data(),
-                   static_cast<int>(call_args.args.size()), outputs.data(), static_cast<int>(outputs.size())};
+                   static_cast<int>(call_args.args.size()), outputs.data(), static_cast<int>(outputs.size()),
+                   matmul_precision()};
   tpu_op_plan* plan = nullptr;
   check(tpu_op_lookup(&call, &plan));
   if (!plan) {
