@@ -9,6 +9,7 @@
 
 #include "cache/program_cache.h"
 #include "exec/graph.h"
+#include "exec/index_check.h"
 #include "exec/recompile.h"
 #include "exec/runtime_impl.h"
 
@@ -453,7 +454,8 @@ tpu_status tpu_op_execute(tpu_op_plan* plan, const tpu_op_call* call) {
     runtime_unlock();
     return status ? tpu_status_annotate(status, "aten::%s: ", call->name) : NULL;
   }
-  tpu_status status = output_key(call, &scratch);
+  tpu_status status = mode == TPU_EAGER_DEBUG ? index_check(call) : NULL;
+  if (!status) status = output_key(call, &scratch);
   op_variant* v = NULL;
   if (!status) {
     uint64_t h = cache_hash(scratch.data, scratch.len, CACHE_HASH_SEED);

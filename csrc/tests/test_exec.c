@@ -214,6 +214,37 @@ static void test_captured_program(void) {
   release_operands(&ta, &tb, &to);
 }
 
+/* Debug mode reads gather indices back: one outside its dimension is an
+ * OUT_OF_RANGE error naming it, where strict mode lets XLA clamp it. */
+static void test_debug_index_check(void) {
+  float out[6];
+  tpu_tensor data, unused, to;
+  upload_operands(&data, &unused, &to); /* data: 6 floats, 1..6 */
+  tpu_buffer* bi = NULL;
+  CHECK_OK(tpu_buffer_create(0, 6 * sizeof(int64_t), &bi));
+  int64_t six = 6;
+  tpu_tensor index = dense(bi, TPU_I64, 1, &six);
+  tpu_arg args[3] = {{.kind = TPU_ARG_TENSOR, .u.tensor = data}, {.kind = TPU_ARG_INT, .u.i = 0},
+                     {.kind = TPU_ARG_TENSOR, .u.tensor = index}};
+  const int64_t in_range[6] = {5, 0, 1, 2, 3, 4}, outside[6] = {0, 1, 2, 6, 4, 5};
+  CHECK_OK(tpu_set_eager_mode(TPU_EAGER_DEBUG));
+  CHECK_OK(tpu_tensor_from_host(&index, in_range));
+  CHECK_OK(run("index_select", args, 3, &to, 1));
+  CHECK_OK(tpu_tensor_to_host(&to, out));
+  for (int i = 0; i < 6; i++) CHECK(out[i] == operand_a[in_range[i]]);
+  CHECK_OK(tpu_tensor_from_host(&index, outside));
+  tpu_status s = run("index_select", args, 3, &to, 1);
+  CHECK(tpu_status_code_of(s) == TPU_OUT_OF_RANGE &&
+        strstr(tpu_status_message(s), "index 6 is out of bounds for dimension 0 with size 6"));
+  tpu_status_free(s);
+  CHECK_OK(tpu_set_eager_mode(TPU_EAGER_STRICT));
+  CHECK_OK(run("index_select", args, 3, &to, 1)); /* clamped: reads element 5 */
+  CHECK_OK(tpu_tensor_to_host(&to, out));
+  CHECK(out[3] == operand_a[5]);
+  tpu_buffer_release(bi);
+  release_operands(&data, &unused, &to);
+}
+
 static void test_errors(void) {
   tpu_buffer* b = NULL;
   tpu_status s = tpu_buffer_create(99, 4, &b);
@@ -239,16 +270,13 @@ static void test_errors(void) {
 }
 
 int main(void) {
-  const char* plugin = getenv("TORCH_TPU_PJRT_PLUGIN");
-  if (!plugin) {
-    check_fail(__FILE__, __LINE__, "TORCH_TPU_PJRT_PLUGIN is not set");
-    return check_finish("test_exec");
+  if (check_runtime_init()) {
+    test_add_and_cache();
+    test_fused_graph();
+    test_captured_program();
+    test_debug_index_check();
+    test_errors();
+    CHECK_OK(tpu_device_synchronize(0));
   }
-  CHECK_OK(tpu_runtime_init(plugin, 1));
-  test_add_and_cache();
-  test_fused_graph();
-  test_captured_program();
-  test_errors();
-  CHECK_OK(tpu_device_synchronize(0));
   return check_finish("test_exec");
 }

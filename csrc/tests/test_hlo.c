@@ -100,9 +100,8 @@ static void test_sticky_error(void) {
 }
 
 int main(void) {
-  const char* plugin = getenv("TORCH_TPU_PJRT_PLUGIN");
+  const char* plugin = check_plugin_path();
   tpu_pjrt_options options = {plugin, 1};
-  CHECK(plugin != NULL);
   if (plugin) CHECK_OK(tpu_pjrt_open(&options, &pjrt));
   if (pjrt) {
     test_add_text_and_run();

@@ -332,12 +332,8 @@ static void test_compile_errors(tpu_pjrt* pjrt) {
 
 int main(void) {
   test_bad_path();
-  const char* path = getenv("TORCH_TPU_PJRT_PLUGIN");
-  if (!path || !path[0]) {
-    fprintf(stderr, "test_pjrt: set TORCH_TPU_PJRT_PLUGIN to a PJRT plugin .so\n");
-    CHECK(path && path[0]);
-    return check_finish("test_pjrt");
-  }
+  const char* path = check_plugin_path();
+  if (!path) return check_finish("test_pjrt");
   tpu_pjrt_options options = {.plugin_path = path, .cpu_device_count = 2};
   tpu_pjrt* pjrt = NULL;
   CHECK_OK(tpu_pjrt_open(&options, &pjrt));

@@ -106,16 +106,12 @@ static void test_mismatch_errors(void) {
 }
 
 int main(void) {
-  const char* plugin = getenv("TORCH_TPU_PJRT_PLUGIN");
-  if (!plugin) {
-    check_fail(__FILE__, __LINE__, "TORCH_TPU_PJRT_PLUGIN is not set");
-    return check_finish("test_storage_bytes");
+  if (check_runtime_init()) {
+    test_copy_between_buffers();
+    test_unwritten_source();
+    test_from_host_and_retype();
+    test_mismatch_errors();
+    CHECK_OK(tpu_device_synchronize(0));
   }
-  CHECK_OK(tpu_runtime_init(plugin, 1));
-  test_copy_between_buffers();
-  test_unwritten_source();
-  test_from_host_and_retype();
-  test_mismatch_errors();
-  CHECK_OK(tpu_device_synchronize(0));
   return check_finish("test_storage_bytes");
 }

@@ -85,6 +85,7 @@ const char* tpu_status_code_name(tpu_status_code code) {
     case TPU_NOT_FOUND: return "NOT_FOUND";
     case TPU_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
     case TPU_INTERNAL: return "INTERNAL";
+    case TPU_OUT_OF_RANGE: return "OUT_OF_RANGE";
   }
   return "UNKNOWN";
 }

@@ -18,6 +18,7 @@ typedef enum tpu_status_code {
   TPU_NOT_FOUND,        /* a plugin, symbol or file is missing */
   TPU_OUT_OF_MEMORY,
   TPU_INTERNAL,         /* a bug in torch_tpu */
+  TPU_OUT_OF_RANGE,     /* an index outside its dimension (Python's IndexError) */
 } tpu_status_code;
 
 typedef struct tpu_status_s* tpu_status;

@@ -11,6 +11,7 @@ void check(tpu_status status) {
   tpu_status_code code = tpu_status_code_of(status);
   tpu_status_free(status);
   if (code == TPU_UNIMPLEMENTED) TORCH_CHECK_NOT_IMPLEMENTED(false, message);
+  TORCH_CHECK_INDEX(code != TPU_OUT_OF_RANGE, message);
   TORCH_CHECK(false, message);
 }
 
