@@ -51,13 +51,10 @@ CONFIGS = {
 
 
 class CompiledOptimizer:
-    """The optimizer step compiled. On the tpu its step counters live on the
-    device (capturable), as dynamo arranges by itself for CUDA optimizers."""
+    """The optimizer step compiled (on the tpu its step counters then live on
+    the device, as dynamo arranges for CUDA: see torch_tpu/_capturable.py)."""
 
     def __init__(self, optimizer, backend):
-        if backend == "tpu":
-            for group in optimizer.param_groups:
-                group["capturable"] = True
         self.optimizer = optimizer
         self.step = torch.compile(optimizer.step, backend=backend)
 

@@ -80,6 +80,57 @@ def test_training_steps_match_cpu(make_optimizer):
         torch.testing.assert_close(t.detach().cpu(), c.detach(), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("make_optimizer", [
+    lambda p: torch.optim.Adam(p, lr=1e-2),
+    lambda p: torch.optim.AdamW(p, lr=1e-2, foreach=False),
+    lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),  # has no step counters: untouched
+], ids=["adam", "adamw-single-tensor", "sgd"])
+def test_compiled_step_keeps_its_counters_on_the_tpu(make_optimizer):
+    # As dynamo does for CUDA: a compiled step of a fresh optimizer turns on
+    # capturable, so counters live on the tpu and a step reads nothing back.
+    cpu_model = mlp()
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    cpu_opt, tpu_opt = make_optimizer(cpu_model.parameters()), make_optimizer(tpu_model.parameters())
+    compiled_step = torch.compile(tpu_opt.step, backend="tpu")
+    torch.manual_seed(3)
+    for step in range(3):
+        x = torch.randn(7, 12)
+        for model, dev in ((cpu_model, "cpu"), (tpu_model, "tpu")):
+            model(x.to(dev)).square().mean().backward()
+        cpu_opt.step()
+        if step == 2:
+            torch.tpu.synchronize()
+            torch_tpu.metrics.reset()
+        compiled_step()
+        if step == 2:
+            assert torch_tpu.metrics.counters()["transfer_to_host"] == 0
+        cpu_opt.zero_grad()
+        tpu_opt.zero_grad()
+    has_counters = "capturable" in tpu_opt.param_groups[0]
+    assert tpu_opt.param_groups[0].get("capturable", False) == has_counters
+    assert not cpu_opt.param_groups[0].get("capturable", False)
+    for p in tpu_model.parameters():
+        if has_counters:
+            assert tpu_opt.state[p]["step"].device.type == "tpu"
+    for c, t in zip(cpu_model.parameters(), tpu_model.parameters()):
+        torch.testing.assert_close(t.detach().cpu(), c.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_an_optimizer_with_state_or_cpu_parameters_stays_as_it_is():
+    # dynamo's rule: only a fresh optimizer whose parameters are all on the device.
+    started = torch.optim.Adam(mlp().to("tpu").parameters(), lr=1e-2)
+    for p in started.param_groups[0]["params"]:
+        p.grad = torch.ones_like(p)
+    started.step()  # eager: CPU counters
+    mixed = torch.optim.Adam([torch.nn.Parameter(torch.ones(3, device="tpu")),
+                              torch.nn.Parameter(torch.ones(3))], lr=1e-2)
+    for p in mixed.param_groups[0]["params"]:
+        p.grad = torch.ones_like(p)
+    for opt in (started, mixed):
+        torch.compile(opt.step, backend="tpu")()
+        assert opt.param_groups[0]["capturable"] is False
+
+
 def test_decorated_train_step_function():
     cpu_model = mlp()
     tpu_model = copy.deepcopy(cpu_model).to("tpu")

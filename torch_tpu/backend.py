@@ -21,9 +21,11 @@ from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
 from . import _C
+from . import _capturable
 from ._buckets import Buckets
 
 _TPU = "tpu"
+_capturable.install()
 
 
 def _on_tpu(value):
