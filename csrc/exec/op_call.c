@@ -140,7 +140,7 @@ static void put_tensor(key_buf* k, const tpu_tensor* t, int64_t position) {
   put(k, t->sizes, (size_t)t->rank * sizeof t->sizes[0]);
   view_class cls = view_class_of(t);
   put_i64(k, cls);
-  if (cls == VIEW_STRIDED) put(k, t->strides, (size_t)t->rank * sizeof t->strides[0]);
+  if (cls == VIEW_STRIDED || cls == VIEW_BOX) put(k, t->strides, (size_t)t->rank * sizeof t->strides[0]);
   put_i64(k, buffer_storage_dtype(t->buffer, t->dtype));
   put_i64(k, view_storage_numel(t));
   if (k->out_of_memory) return;

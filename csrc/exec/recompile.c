@@ -87,7 +87,7 @@ static void add_tensor(signature* s, const tpu_tensor* t, const char* name, int 
   for (int d = 0; d < t->rank && d < TPU_MAX_RANK; d++) add_int(s, FACT_INT, t->sizes[d], fmt, d, 0);
   snprintf(fmt, sizeof fmt, "%s layout", prefix);
   add_int(s, FACT_LAYOUT, view_class_of(t), fmt, 0, 0);
-  if (view_class_of(t) == VIEW_STRIDED) {
+  if (view_class_of(t) == VIEW_STRIDED || view_class_of(t) == VIEW_BOX) {
     snprintf(fmt, sizeof fmt, "%s stride %%d", prefix);
     for (int d = 0; d < t->rank && d < TPU_MAX_RANK; d++) add_int(s, FACT_INT, t->strides[d], fmt, d, 0);
   }
@@ -153,6 +153,7 @@ static const char* layout_name(int64_t cls) {
   switch (cls) {
     case VIEW_WHOLE: return "contiguous";
     case VIEW_SLICE: return "contiguous at an offset";
+    case VIEW_BOX: return "strided (a box)";
     default: return "strided";
   }
 }

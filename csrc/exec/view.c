@@ -1,6 +1,8 @@
 /* Views as StableHLO: dense views are slices of the flat storage, dense
- * permutations (transposes) add a transpose, broadcast (stride 0) dims add
- * a broadcast, and anything else gathers or scatters by computed index. */
+ * permutations (transposes) add a transpose, boxes (nested strides) are
+ * dynamic slices of the storage seen as a dense array, broadcast (stride 0)
+ * dims add a broadcast, and anything else gathers or scatters by computed
+ * index, which XLA runs element by element. */
 #include "exec/view.h"
 
 #include <stdlib.h>
@@ -63,12 +65,6 @@ tpu_status view_check(const tpu_tensor* view, const char* what) {
   return NULL;
 }
 
-view_class view_class_of(const tpu_tensor* view) {
-  if (!is_dense(view)) return VIEW_STRIDED;
-  if (view->offset == 0 && view_numel(view) == view_storage_numel(view)) return VIEW_WHOLE;
-  return VIEW_SLICE;
-}
-
 /* The view without broadcast (stride 0) and size-1 dims: what is actually
  * stored. keep[d] says which view dims survive. */
 typedef struct compact_view {
@@ -93,9 +89,8 @@ static compact_view compact(const tpu_tensor* view) {
   return c;
 }
 
-/* If the compact strides are a permutation of dense strides, fills `order`
- * (compact dims from largest stride to smallest) and returns true. */
-static bool dense_permutation(const compact_view* c, int64_t* order) {
+/* Compact dims from largest stride to smallest. */
+static void stride_order(const compact_view* c, int64_t* order) {
   for (int i = 0; i < c->rank; i++) order[i] = i;
   for (int i = 1; i < c->rank; i++)
     for (int j = i; j > 0 && c->strides[order[j - 1]] < c->strides[order[j]]; j--) {
@@ -103,12 +98,86 @@ static bool dense_permutation(const compact_view* c, int64_t* order) {
       order[j] = order[j - 1];
       order[j - 1] = t;
     }
+}
+
+/* Whether the compact strides, taken in `order`, are a permutation of dense strides. */
+static bool dense_permutation(const compact_view* c, const int64_t* order) {
   int64_t expected = 1;
   for (int i = c->rank - 1; i >= 0; i--) {
     if (c->strides[order[i]] != expected) return false;
     expected *= c->sizes[order[i]];
   }
   return true;
+}
+
+/* The storage seen as a dense array whose dim i steps by the i-th largest
+ * stride (plus a last dim of the smallest stride's length when that is over
+ * 1), padded to whole rows, and the view as a box in it: sizes[i] elements
+ * from the offset's digit in dim i. */
+typedef struct box_layout {
+  int rank;
+  int64_t dims[TPU_MAX_RANK];
+  int64_t steps[TPU_MAX_RANK]; /* elements per index of each dim */
+  int64_t sizes[TPU_MAX_RANK];
+  int64_t padded_numel;
+} box_layout;
+
+/* Whether the view is such a box: each stride a multiple of the next
+ * smaller one, and the view inside one row of each dim at its offset. */
+static bool box_of(const tpu_tensor* view, const compact_view* c, const int64_t* order, box_layout* box) {
+  int k = c->rank;
+  int64_t smallest = k ? c->strides[order[k - 1]] : 0;
+  box->rank = k + (smallest > 1);
+  if (k == 0 || smallest <= 0 || box->rank > TPU_MAX_RANK) return false;
+  int64_t rest = view->offset;
+  for (int i = 0; i < k; i++) {
+    int64_t step = c->strides[order[i]], outer = i ? c->strides[order[i - 1]] : 0;
+    if (i && outer % step != 0) return false;
+    box->dims[i] = i ? outer / step : 0;
+    box->steps[i] = step;
+    box->sizes[i] = c->sizes[order[i]];
+    if (i && rest / step + box->sizes[i] > box->dims[i]) return false;
+    rest %= step;
+  }
+  if (smallest > 1) {
+    box->dims[k] = smallest;
+    box->steps[k] = 1;
+    box->sizes[k] = 1;
+  }
+  int64_t row = box->steps[0];
+  box->dims[0] = (view_storage_numel(view) + row - 1) / row; /* view_check keeps the box inside */
+  box->padded_numel = box->dims[0] * row;
+  return true;
+}
+
+/* A view that is not dense: its compact dims in stride order, and the
+ * layout facts reads and writes use. */
+typedef struct strided_view {
+  compact_view c;
+  int64_t order[TPU_MAX_RANK];   /* compact dims by stride, largest first */
+  int64_t sorted[TPU_MAX_RANK];  /* their sizes in that order */
+  int64_t inverse[TPU_MAX_RANK]; /* from stride order back to compact order */
+  bool dense;                    /* a permutation of a dense run */
+} strided_view;
+
+static strided_view strided_of(const tpu_tensor* view) {
+  strided_view v;
+  v.c = compact(view);
+  stride_order(&v.c, v.order);
+  for (int i = 0; i < v.c.rank; i++) {
+    v.sorted[i] = v.c.sizes[v.order[i]];
+    v.inverse[v.order[i]] = i;
+  }
+  v.dense = dense_permutation(&v.c, v.order);
+  return v;
+}
+
+view_class view_class_of(const tpu_tensor* view) {
+  if (is_dense(view))
+    return view->offset == 0 && view_numel(view) == view_storage_numel(view) ? VIEW_WHOLE : VIEW_SLICE;
+  strided_view v = strided_of(view);
+  box_layout box;
+  return !v.dense && box_of(view, &v.c, v.order, &box) ? VIEW_BOX : VIEW_STRIDED;
 }
 
 /* i64 indices into the flat storage, shaped like the compact view. */
@@ -127,6 +196,24 @@ static hlo_value dense_run(hlo_builder* b, hlo_value storage, hlo_value offset, 
   return hlo_dynamic_slice(b, storage, &offset, &numel);
 }
 
+/* The flat storage (`numel` elements) as the box layout's dense array. */
+static hlo_value box_array(hlo_builder* b, hlo_value storage, int64_t numel, const box_layout* box) {
+  if (box->padded_numel > numel) {
+    int64_t low = 0, high = box->padded_numel - numel, interior = 0;
+    storage = hlo_pad(b, storage, hlo_constant(b, hlo_type_of(b, storage)->dtype, 0), &low, &high, &interior);
+  }
+  return hlo_reshape(b, storage, box->rank, box->dims);
+}
+
+/* The box's start in each dim: the offset's digits, computed on the device
+ * since offsets are runtime values. */
+static void box_starts(hlo_builder* b, hlo_value offset, const box_layout* box, hlo_value* starts) {
+  for (int i = 0; i < box->rank; i++) {
+    starts[i] = hlo_binary(b, "divide", offset, hlo_constant_i64(b, TPU_I64, box->steps[i]));
+    if (i) starts[i] = hlo_binary(b, "remainder", starts[i], hlo_constant_i64(b, TPU_I64, box->dims[i]));
+  }
+}
+
 hlo_value view_read(hlo_builder* b, hlo_value storage, hlo_value offset, const tpu_tensor* view,
                     view_class cls) {
   storage = hlo_bitcast_convert(b, storage, view->dtype);
@@ -136,28 +223,30 @@ hlo_value view_read(hlo_builder* b, hlo_value storage, hlo_value offset, const t
     return hlo_reshape(b, numel ? dense_run(b, storage, offset, numel)
                                 : hlo_slice(b, storage, (int64_t[]){0}, (int64_t[]){0}, (int64_t[]){1}),
                        view->rank, view->sizes);
-  compact_view c = compact(view);
-  int64_t order[TPU_MAX_RANK];
+  strided_view v = strided_of(view);
+  const compact_view* c = &v.c;
   hlo_value stored;
-  if (dense_permutation(&c, order)) {
-    int64_t sorted[TPU_MAX_RANK], inverse[TPU_MAX_RANK];
-    for (int i = 0; i < c.rank; i++) {
-      sorted[i] = c.sizes[order[i]];
-      inverse[order[i]] = i;
-    }
-    stored = hlo_reshape(b, dense_run(b, storage, offset, c.numel), c.rank, sorted);
-    stored = hlo_transpose(b, stored, inverse);
+  box_layout box;
+  if (cls == VIEW_BOX && box_of(view, c, v.order, &box)) {
+    hlo_value starts[TPU_MAX_RANK];
+    box_starts(b, offset, &box, starts);
+    hlo_value array = box_array(b, storage, hlo_type_of(b, storage)->dims[0], &box);
+    stored = hlo_reshape(b, hlo_dynamic_slice(b, array, starts, box.sizes), c->rank, v.sorted);
+    stored = hlo_transpose(b, stored, v.inverse);
+  } else if (v.dense) {
+    stored = hlo_reshape(b, dense_run(b, storage, offset, c->numel), c->rank, v.sorted);
+    stored = hlo_transpose(b, stored, v.inverse);
   } else {
-    hlo_value indices = flat_indices(b, offset, &c);
+    hlo_value indices = flat_indices(b, offset, c);
     int64_t collapsed = 0, slice = 1;
-    hlo_gather_dims g = {NULL, 0, &collapsed, 1, &collapsed, 1, c.rank, &slice};
-    stored = hlo_gather(b, storage, indices, &g, hlo_type_make(view->dtype, c.rank, c.sizes));
+    hlo_gather_dims g = {NULL, 0, &collapsed, 1, &collapsed, 1, c->rank, &slice};
+    stored = hlo_gather(b, storage, indices, &g, hlo_type_make(view->dtype, c->rank, c->sizes));
   }
   /* Put back size-1 and broadcast dims. */
   int64_t bdims[TPU_MAX_RANK];
   int k = 0;
   for (int d = 0; d < view->rank; d++)
-    if (c.keep[d]) bdims[k++] = d;
+    if (c->keep[d]) bdims[k++] = d;
   return hlo_broadcast_in_dim(b, stored, view->rank, view->sizes, bdims);
 }
 
@@ -170,17 +259,28 @@ hlo_value view_write(hlo_builder* b, hlo_value storage, hlo_value offset, hlo_va
   if (numel == 0) return storage;
   if (cls == VIEW_SLICE)
     return hlo_dynamic_update_slice(b, storage, hlo_reshape(b, value, 1, &numel), &offset);
-  compact_view c = compact(view);
+  strided_view v = strided_of(view);
+  const compact_view* c = &v.c;
   /* Drop size-1 dims; a broadcast (stride 0) output is rejected by PyTorch
    * before it gets here, so every kept dim is a real one. */
-  value = hlo_reshape(b, value, c.rank, c.sizes);
-  int64_t order[TPU_MAX_RANK];
-  if (dense_permutation(&c, order)) {
-    value = hlo_reshape(b, hlo_transpose(b, value, order), 1, &c.numel);
+  value = hlo_reshape(b, value, c->rank, c->sizes);
+  box_layout box;
+  if (cls == VIEW_BOX && box_of(view, c, v.order, &box)) {
+    hlo_value starts[TPU_MAX_RANK];
+    box_starts(b, offset, &box, starts);
+    value = hlo_reshape(b, hlo_transpose(b, value, v.order), box.rank, box.sizes);
+    hlo_value array = hlo_dynamic_update_slice(b, box_array(b, storage, storage_numel, &box), value, starts);
+    hlo_value flat = hlo_reshape(b, array, 1, &box.padded_numel);
+    return box.padded_numel > storage_numel
+               ? hlo_slice(b, flat, (int64_t[]){0}, &storage_numel, (int64_t[]){1})
+               : flat;
+  }
+  if (v.dense) {
+    value = hlo_reshape(b, hlo_transpose(b, value, v.order), 1, &c->numel);
     return hlo_dynamic_update_slice(b, storage, value, &offset);
   }
-  hlo_value indices = flat_indices(b, offset, &c);
+  hlo_value indices = flat_indices(b, offset, c);
   int64_t inserted = 0;
-  hlo_scatter_dims s = {NULL, 0, &inserted, 1, &inserted, 1, c.rank};
+  hlo_scatter_dims s = {NULL, 0, &inserted, 1, &inserted, 1, c->rank};
   return hlo_scatter(b, storage, indices, value, &s, NULL);
 }

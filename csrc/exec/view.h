@@ -9,7 +9,11 @@
 typedef enum view_class {
   VIEW_WHOLE = 0, /* dense, offset 0, covers the storage exactly: no slicing */
   VIEW_SLICE,     /* dense run of elements at a runtime offset */
-  VIEW_STRIDED,   /* anything else; the strides are compiled in */
+  VIEW_STRIDED,   /* a permutation of a dense run, or else gathered by index;
+                     the strides are compiled in */
+  VIEW_BOX,       /* a box in the storage seen as a dense array (nested
+                     strides, like q, k and v split out of one qkv tensor):
+                     a dynamic slice; the strides are compiled in */
 } view_class;
 
 int64_t view_numel(const tpu_tensor* view);
