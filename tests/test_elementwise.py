@@ -229,6 +229,34 @@ def test_atan2(dtype):
     check(torch.atan2, torch.tensor([0.0, -0.0, 1.0, -1.0, INF]), torch.tensor([-1.0, -1.0, 0.0, 0.0, INF]))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int32])
+def test_hypot(dtype):
+    if dtype == torch.int32:  # the CPU has no integer hypot, nor has the tpu
+        with pytest.raises(NotImplementedError, match="hypot"):
+            torch.hypot(make((3,), dtype).to("tpu"), make((3,), dtype).to("tpu"))
+        return
+    a, b = make((3, 4), dtype, seed=1), make((4,), dtype, seed=2)
+    check(torch.hypot, a, b)
+    check(lambda x, y: x.hypot_(y), a, b)
+    big = 3e38 if dtype != torch.float64 else 1e308
+    check(torch.hypot, torch.tensor([big, 1e-30, 0.0, INF, NAN, -INF, 3.0]),
+          torch.tensor([big, 1e-30, 0.0, NAN, 1.0, 2.0, -4.0]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.int64])
+def test_xlogy(dtype):
+    a, b = make((3, 4), dtype, seed=1), make((4,), dtype, seed=2).abs()
+    check(torch.xlogy, a, b)
+    check(torch.xlogy, torch.tensor([0.0, 0.0, 0.0, 2.0, -1.0]), torch.tensor([0.0, NAN, INF, 0.0, 3.0]))
+    check(lambda y: torch.xlogy(2.5, y), b)        # Scalar_Self
+    check(lambda x: torch.xlogy(x, 3.0), a)        # Scalar_Other
+    if dtype.is_floating_point:
+        check(lambda x, y: x.xlogy_(y), a, b)
+        check(lambda x, y: torch.special.xlogy(x, y, out=torch.empty_like(x)), a, b)
+    p, q = torch.softmax(make((4, 5), torch.float32, seed=3), 1), torch.log_softmax(make((4, 5), torch.float32, seed=4), 1)
+    check(lambda lp, t: torch.nn.functional.kl_div(lp, t, reduction="batchmean"), q, p)
+
+
 # ---- bitwise / logical ----
 
 BITWISE_DTYPES = INTS + [torch.bool]

@@ -1,7 +1,7 @@
 """Activations on tpu against PyTorch's CPU results, forward and backward:
 relu, threshold, gelu (exact and tanh), silu, sigmoid, tanh, softplus,
 leaky_relu, elu/selu/celu, hardtanh/relu6, hardswish, hardsigmoid, mish,
-logsigmoid, hardshrink, softshrink, prelu; every dtype CPU supports,
+logsigmoid, hardshrink, softshrink, prelu, glu; every dtype CPU supports,
 values on the kernels' boundaries, NaN, non-contiguous and empty inputs,
 in-place variants on non-leaves, and the nn modules."""
 import copy
@@ -77,12 +77,14 @@ ACTIVATIONS = {
     "prelu": lambda x: F.prelu(x, torch.tensor([0.25], device=x.device, dtype=x.dtype)),
     "softsign": F.softsign,
     "tanhshrink": F.tanhshrink,
+    "glu": lambda x: F.glu(x[..., :6]),
+    "glu_dim0": lambda x: F.glu(x[:4], dim=0),
 }
 
 # float64 and float16 go through the same code as float32 and bfloat16;
 # they are checked on the ops with transcendental functions.
 WIDE_AND_HALF = ["gelu", "gelu_tanh", "silu", "softplus_beta", "elu", "mish", "logsigmoid",
-                 "hardswish", "sigmoid", "tanh"]
+                 "hardswish", "sigmoid", "tanh", "glu"]
 DTYPE_CASES = ([(n, d) for n in sorted(ACTIVATIONS) for d in (torch.float32, torch.bfloat16)] +
                [(n, d) for n in WIDE_AND_HALF for d in (torch.float64, torch.float16)])
 
@@ -93,7 +95,7 @@ def test_activation_forward_backward(name, dtype):
 
 
 @pytest.mark.parametrize("name", ["relu", "gelu_tanh", "softplus_beta", "elu", "hardtanh_bounds",
-                                  "prelu", "logsigmoid"])
+                                  "prelu", "logsigmoid", "glu_dim0"])
 def test_activation_noncontiguous(name):
     fn = ACTIVATIONS[name]
     check_grad(lambda x: fn(x.transpose(0, 1)[::2]), make((6, 9), torch.float32, seed=3))
@@ -212,6 +214,13 @@ def test_logit_of_integers_is_float():
 
 def test_log_sigmoid_forward_buffer():
     check(lambda x: torch.ops.aten.log_sigmoid_forward(x), make((3, 4), torch.float32))
+
+
+def test_glu_odd_dimension_is_rejected_and_module_matches():
+    with pytest.raises(RuntimeError, match="even"):
+        F.glu(torch.ones(3, 5, device="tpu"))
+    check_grad(nn.GLU(dim=1), make((2, 6, 3), torch.float32))
+    check_grad(F.glu, make((0, 4), torch.float32))
 
 
 def test_gelu_rejects_unknown_approximation():

@@ -1,7 +1,7 @@
 /* Activation lowerings and their backwards: relu, threshold, gelu, silu,
  * softplus, leaky_relu, elu (also selu and celu), hardtanh (also relu6),
  * hardswish, hardsigmoid, mish, log_sigmoid, hardshrink, softshrink, prelu,
- * logit (sigmoid's inverse), and the backwards of sigmoid and tanh, whose
+ * logit (sigmoid's inverse), glu, and the backwards of sigmoid and tanh, whose
  * forwards are elementwise.c's.
  *
  * Formulas follow ATen's CPU kernels, down to which side of a boundary a
@@ -369,6 +369,60 @@ static tpu_status lower_prelu_backward(tpu_lowering* l) {
   return NULL;
 }
 
+/* glu's operand in its compute type, halved along its dim: half 0 is the
+ * value, half 1 the gate. */
+typedef struct glu_halves {
+  hlo_value value, gate;
+  int dim;
+} glu_halves;
+
+static glu_halves glu_split(tpu_lowering* l, int self, int dim_arg) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type t = tpu_lower_arg_type(l, self);
+  tpu_dtype dtype = t.dtype == TPU_F16 || t.dtype == TPU_BF16 ? TPU_F32 : t.dtype;
+  hlo_value x = tpu_lower_value(l, self, dtype);
+  int64_t dim = tpu_lower_int(l, dim_arg, -1);
+  if (dim < 0) dim += t.rank;
+  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK], step[TPU_MAX_RANK];
+  for (int d = 0; d < t.rank; d++) {
+    limit[d] = t.dims[d];
+    step[d] = 1;
+  }
+  glu_halves h = {HLO_INVALID, HLO_INVALID, (int)dim};
+  limit[dim] = t.dims[dim] / 2; /* PyTorch's meta function has checked it is even */
+  h.value = hlo_slice(b, x, start, limit, step);
+  start[dim] = limit[dim];
+  limit[dim] = t.dims[dim];
+  h.gate = hlo_slice(b, x, start, limit, step);
+  return h;
+}
+
+/* glu(self, dim): value * sigmoid(gate). */
+static tpu_status lower_glu(tpu_lowering* l) {
+  glu_halves h = glu_split(l, 0, 1);
+  hlo_builder* b = tpu_lower_builder(l);
+  tpu_lower_set_output(l, 0, hlo_binary(b, "multiply", h.value, hlo_unary(b, "logistic", h.gate)));
+  return NULL;
+}
+
+/* glu_backward(grad_output, self, dim): the value's gradient g * s and the
+ * gate's g * value * s * (1 - s), s = sigmoid(gate), side by side along dim.
+ * ATen's CPU kernel keeps s in the tensor's dtype before using it (float16
+ * and bfloat16 lose 1 - s near s = 1 there); so does this. */
+static tpu_status lower_glu_backward(tpu_lowering* l) {
+  glu_halves h = glu_split(l, 1, 2);
+  hlo_builder* b = tpu_lower_builder(l);
+  tpu_dtype compute = hlo_type_of(b, h.gate)->dtype;
+  hlo_value s = hlo_unary(b, "logistic", h.gate);
+  s = hlo_convert(b, hlo_convert(b, s, tpu_lower_output_type(l, 0).dtype), compute);
+  hlo_value g = tpu_lower_value(l, 0, hlo_type_of(b, s)->dtype);
+  hlo_value gs = hlo_binary(b, "multiply", g, s);
+  hlo_value rest = hlo_binary(b, "subtract", hlo_constant_like(b, s, 1), s);
+  hlo_value halves[2] = {gs, hlo_binary(b, "multiply", hlo_binary(b, "multiply", gs, h.value), rest)};
+  tpu_lower_set_output(l, 0, hlo_concatenate(b, halves, 2, h.dim));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
     {"_prelu_kernel", lower_activation, false},
     {"_prelu_kernel_backward", lower_prelu_backward, false},
@@ -376,6 +430,8 @@ static const tpu_op_entry entries[] = {
     {"elu_backward", lower_activation, false},
     {"gelu", lower_activation, false},
     {"gelu_backward", lower_activation, false},
+    {"glu", lower_glu, false},
+    {"glu_backward", lower_glu_backward, false},
     {"hardshrink", lower_activation, false},
     {"hardshrink_backward", lower_activation, false},
     {"hardsigmoid", lower_activation, false},

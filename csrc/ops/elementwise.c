@@ -125,9 +125,10 @@ static tpu_status lower_div(tpu_lowering* l) {
 
 /* The type binary (and unary) ops read their operands in. */
 typedef enum operand_rule {
-  PROMOTED, /* PyTorch's promoted type */
-  AS_FLOAT, /* promoted, then float: ops with float results */
-  AS_BOOL,  /* each operand as (x != 0) */
+  PROMOTED,   /* PyTorch's promoted type */
+  AS_FLOAT,   /* promoted, then float: ops with float results */
+  AS_BOOL,    /* each operand as (x != 0) */
+  FLOAT_ONLY, /* promoted, which must be float (the CPU kernel has no other) */
 } operand_rule;
 
 typedef hlo_value (*binary_fn)(hlo_builder* b, hlo_value x, hlo_value y);
@@ -148,6 +149,27 @@ static hlo_value fmin_fn(hlo_builder* b, hlo_value x, hlo_value y) {
 static hlo_value shift_right(hlo_builder* b, hlo_value x, hlo_value y) {
   bool arithmetic = tpu_dtype_is_signed_int(hlo_type_of(b, x)->dtype);
   return hlo_binary(b, arithmetic ? "shift_right_arithmetic" : "shift_right_logical", x, y);
+}
+
+/* sqrt(x^2 + y^2) as max * sqrt(1 + (min/max)^2), so it overflows only
+ * when the result does; an infinite operand gives +inf even beside NaN, as
+ * std::hypot does. */
+static hlo_value hypot_fn(hlo_builder* b, hlo_value x, hlo_value y) {
+  hlo_value ax = hlo_unary(b, "abs", x), ay = hlo_unary(b, "abs", y);
+  hlo_value big = hlo_min_max(b, "maximum", ax, ay, true), small = hlo_min_max(b, "minimum", ax, ay, true);
+  hlo_value one = hlo_constant_like(b, big, 1);
+  hlo_value ratio = hlo_binary(b, "divide", small, hlo_select(b, compare_c(b, "EQ", big, 0), one, big));
+  hlo_value h = hlo_binary(b, "multiply", big,
+                           hlo_unary(b, "sqrt", hlo_binary(b, "add", one, hlo_binary(b, "multiply", ratio, ratio))));
+  hlo_value inf = hlo_binary(b, "or", compare_c(b, "EQ", ax, INFINITY), compare_c(b, "EQ", ay, INFINITY));
+  return hlo_select(b, inf, hlo_constant_like(b, h, INFINITY), h);
+}
+
+/* x * log(y), 0 where x is 0 unless y is NaN (torch.xlogy). */
+static hlo_value xlogy_fn(hlo_builder* b, hlo_value x, hlo_value y) {
+  hlo_value product = hlo_binary(b, "multiply", x, hlo_unary(b, "log", y));
+  hlo_value zero = hlo_binary(b, "and", compare_c(b, "EQ", x, 0), hlo_compare(b, "EQ", y, y));
+  return hlo_select(b, zero, hlo_constant_like(b, product, 0), product);
 }
 
 /* Each op is one StableHLO op (hlo) or a composite (fn). */
@@ -171,6 +193,7 @@ static const struct binary_op {
     {"fmax", NULL, fmax_fn, PROMOTED},
     {"fmin", NULL, fmin_fn, PROMOTED},
     {"fmod", "remainder", NULL, PROMOTED},
+    {"hypot", NULL, hypot_fn, FLOAT_ONLY},
     {"logical_and", "and", NULL, AS_BOOL},
     {"logical_or", "or", NULL, AS_BOOL},
     {"logical_xor", "xor", NULL, AS_BOOL},
@@ -179,6 +202,7 @@ static const struct binary_op {
     {"mul", "multiply", NULL, PROMOTED},
     {"pow", "power", NULL, PROMOTED},
     {"remainder", NULL, hlo_python_remainder, PROMOTED},
+    {"xlogy", NULL, xlogy_fn, AS_FLOAT},
 };
 
 static tpu_dtype operand_type(tpu_lowering* l, operand_rule rule, const int* indices, int count) {
@@ -193,8 +217,14 @@ static tpu_status lower_binary(tpu_lowering* l) {
   if (!op) return NULL;
   hlo_builder* b = tpu_lower_builder(l);
   int operands[2] = {0, 1};
+  tpu_dtype type = operand_type(l, op->rule, operands, 2);
+  if (op->rule == FLOAT_ONLY && !tpu_dtype_is_float(type)) {
+    tpu_lower_fail(l, TPU_UNIMPLEMENTED, "aten::%s is not implemented for %s, as on the CPU; convert to a float type",
+                   op->name, tpu_dtype_name(type));
+    return NULL;
+  }
   hlo_value v[2];
-  read_operands(l, operands, 2, operand_type(l, op->rule, operands, 2), v);
+  read_operands(l, operands, 2, type, v);
   tpu_lower_set_output(l, 0, op->fn ? op->fn(b, v[0], v[1]) : hlo_binary(b, op->hlo, v[0], v[1]));
   return NULL;
 }
@@ -489,6 +519,7 @@ static const tpu_op_entry entries[] = {
     {"frac", lower_unary, false},
     {"ge", lower_compare, false},
     {"gt", lower_compare, false},
+    {"hypot", lower_binary, false},
     {"isinf", lower_unary, false},
     {"isnan", lower_unary, false},
     {"isneginf", lower_unary, false},
@@ -528,6 +559,7 @@ static const tpu_op_entry entries[] = {
     {"tanh", lower_unary, false},
     {"trunc", lower_unary, false},
     {"where", lower_where, false},
+    {"xlogy", lower_binary, false},
     {"zero", lower_zero, false},
 };
 
