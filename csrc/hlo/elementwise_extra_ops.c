@@ -1,6 +1,8 @@
 /* Composite elementwise math with PyTorch's semantics (see the header). */
 #include "hlo/elementwise_extra_ops.h"
 
+#include <math.h>
+
 #define LN2 0.69314718055994530942
 
 static hlo_value mul_c(hlo_builder* b, hlo_value x, double c) {
@@ -137,6 +139,36 @@ hlo_value hlo_erfc(hlo_builder* b, hlo_value x) {
   tail = hlo_select(b, cmp_c(b, "LT", x, 0), add_c(b, mul_c(b, tail, -1), 2), tail);
   hlo_value near = add_c(b, mul_c(b, erf_series(b, x, s.terms), -1), 1);
   return hlo_select(b, cmp_c(b, "LT", z, s.threshold), near, tail);
+}
+
+/* erfinv(y): Winitzki's closed form (relative error about 2e-3) refined by
+ * Newton steps, on erf(x) = |y| up to |y| = 1/2 and on log erfc(x) =
+ * log(1 - |y|) beyond, where erf saturates but erfc keeps its relative
+ * precision (1 - |y| is exact there). Each step squares the error. */
+hlo_value hlo_erfinv(hlo_builder* b, hlo_value y) {
+  const double k = 0.147; /* Winitzki's constant */
+  hlo_value a = hlo_unary(b, "abs", y);
+  hlo_value q = add_c(b, mul_c(b, a, -1), 1);
+  hlo_value log_w = hlo_unary(b, "log", hlo_binary(b, "multiply", q, add_c(b, a, 1))); /* log(1 - y^2) */
+  hlo_value t = add_c(b, mul_c(b, log_w, 0.5), 2 / (M_PI * k));
+  hlo_value inner = hlo_binary(b, "subtract", hlo_binary(b, "multiply", t, t), mul_c(b, log_w, 1 / k));
+  hlo_value x = hlo_unary(b, "sqrt", hlo_binary(b, "subtract", hlo_unary(b, "sqrt", inner), t));
+  hlo_value tail = cmp_c(b, "GT", a, 0.5), log_q = hlo_unary(b, "log", q);
+  int steps = hlo_type_of(b, y)->dtype == TPU_F64 ? 4 : 3;
+  for (int i = 0; i < steps; i++) {
+    /* erf'(x) = 2/sqrt(pi) exp(-x^2) */
+    hlo_value slope = mul_c(b, hlo_unary(b, "exponential", mul_c(b, hlo_binary(b, "multiply", x, x), -1)),
+                            1.12837916709551257390);
+    hlo_value middle = hlo_binary(b, "subtract", x,
+                                  hlo_binary(b, "divide", hlo_binary(b, "subtract", hlo_erf(b, x), a), slope));
+    hlo_value c = hlo_erfc(b, x);
+    hlo_value gap = hlo_binary(b, "subtract", hlo_unary(b, "log", c), log_q);
+    hlo_value far = hlo_binary(b, "add", x, hlo_binary(b, "divide", hlo_binary(b, "multiply", gap, c), slope));
+    x = hlo_select(b, tail, far, middle);
+  }
+  /* |y| = 1 is infinite; |y| > 1 and NaN stay NaN (log of a negative). */
+  x = hlo_select(b, cmp_c(b, "EQ", a, 1), hlo_constant_like(b, x, INFINITY), x);
+  return hlo_binary(b, "multiply", hlo_unary(b, "sign", y), x);
 }
 
 /* sqrt(1 - x^2), exact near |x| = 1. */

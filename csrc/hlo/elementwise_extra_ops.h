@@ -25,6 +25,7 @@ hlo_value hlo_lerp(hlo_builder* b, hlo_value start, hlo_value end, hlo_value wei
 hlo_value hlo_trunc(hlo_builder* b, hlo_value x);
 hlo_value hlo_erf(hlo_builder* b, hlo_value x);
 hlo_value hlo_erfc(hlo_builder* b, hlo_value x);
+hlo_value hlo_erfinv(hlo_builder* b, hlo_value x);
 hlo_value hlo_asin(hlo_builder* b, hlo_value x);
 hlo_value hlo_acos(hlo_builder* b, hlo_value x);
 hlo_value hlo_atan(hlo_builder* b, hlo_value x);
