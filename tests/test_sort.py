@@ -1,6 +1,6 @@
 """Sorting on tpu against PyTorch's CPU results: sort (stable, descending,
 NaN placement), argsort, msort, topk (largest/smallest), kthvalue, and
-their gradients."""
+their gradients; searchsorted and bucketize."""
 import os
 import sys
 
@@ -131,3 +131,53 @@ def test_sort_topk_backward(dtype):
         expected.backward(upstream)
         actual.backward(upstream.to("tpu"))
         assert_close(dev.grad, cpu.grad)
+
+
+# ---- searchsorted / bucketize ----
+
+SEARCH_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.int32, torch.uint8]
+
+
+@pytest.mark.parametrize("dtype", SEARCH_DTYPES)
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_and_bucketize(dtype, right):
+    boundaries = torch.sort(make((9,), dtype, seed=1)).values  # repeated boundaries included
+    values = make((3, 4), dtype, seed=2)
+    check(lambda s, v: torch.searchsorted(s, v, right=right), boundaries, values)
+    check(lambda s, v: torch.searchsorted(s, v, side="right" if right else "left", out_int32=True),
+          boundaries, values)
+    check(lambda v, s: torch.bucketize(v, s, right=right), values, boundaries)
+    check(lambda v, s: torch.bucketize(v, s, right=right, out_int32=True), values, boundaries)
+    check(lambda s: torch.searchsorted(s, 1, right=right), boundaries)  # a Python scalar value
+    check(lambda s: torch.bucketize(2, s, right=right), boundaries)
+
+
+def test_searchsorted_batched_views_empty_and_out():
+    seq = torch.sort(make((2, 3, 7), seed=3), dim=-1).values
+    values = make((2, 3, 5), seed=4)
+    check(torch.searchsorted, seq, values)
+    check(lambda s, v: torch.searchsorted(s, v.transpose(1, 2).contiguous().transpose(1, 2)), seq, values)
+    check(lambda s, v: torch.searchsorted(s[:, ::2], v[:, ::2]), seq, values)
+    check(torch.searchsorted, seq[0, 0], make((0,), seed=5))           # no values
+    check(torch.searchsorted, make((0,), seed=6), make((4,), seed=7))  # no boundaries: all 0
+    check(lambda s, v: torch.searchsorted(s, v, out=torch.empty(v.shape, dtype=torch.int64, device=v.device)),
+          seq, values)
+    check(lambda v, s: torch.bucketize(v, s, out=torch.empty(v.shape, dtype=torch.int64, device=v.device)),
+          values, seq[0, 0])
+
+
+def test_searchsorted_nan_values_land_past_every_boundary():
+    boundaries = torch.tensor([-1.0, 0.0, 0.0, 1.0, float("inf")])
+    values = torch.tensor([NAN, -2.0, 0.0, 5.0, float("inf"), -float("inf"), NAN])
+    for right in (False, True):
+        check(lambda s, v: torch.searchsorted(s, v, right=right), boundaries, values)
+        check(lambda v, s: torch.bucketize(v, s, right=right), values, boundaries)
+
+
+def test_searchsorted_sorter_is_rejected_with_a_way_out():
+    seq = torch.tensor([3.0, 1.0, 2.0], device="tpu")
+    sorter = torch.argsort(seq)
+    with pytest.raises(NotImplementedError, match="sorter"):
+        torch.searchsorted(seq, torch.tensor([1.5], device="tpu"), sorter=sorter)
+    got = torch.searchsorted(seq.gather(-1, sorter), torch.tensor([1.5], device="tpu"))
+    assert got.cpu().tolist() == [1]

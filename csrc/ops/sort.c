@@ -1,5 +1,6 @@
 /* Sorting: sort (argsort and msort are composite over it), topk and
- * kthvalue along a dim. Each sorts values with their int64 positions,
+ * kthvalue along a dim, and searching sorted sequences (searchsorted,
+ * bucketize). Each sorts values with their int64 positions,
  * stably, with NaN above every number as PyTorch orders it; their
  * backwards are scatters that indexing.c lowers. */
 #include <string.h>
@@ -100,8 +101,52 @@ static tpu_status lower_kthvalue(tpu_lowering* l) {
   return NULL;
 }
 
+/* searchsorted(sorted_sequence, self, out_int32, right, side, sorter) and
+ * bucketize(self, boundaries, out_int32, right): for each value, how many
+ * boundaries (along the sequence's last dim) lie before it, "< value" or,
+ * for right, "<= value", counted with one comparison per pair: XLA has no
+ * binary search, and the count is what the search finds in a sorted
+ * sequence. A NaN value lands past every boundary, as the CPU's search does;
+ * for sequences holding NaN the CPU's search and the count may differ. */
+static tpu_status lower_searchsorted(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  bool bucketize = strcmp(tpu_lower_op_name(l), "bucketize") == 0;
+  int seq_at = bucketize ? 1 : 0, value_at = bucketize ? 0 : 1;
+  if (!bucketize && !tpu_lower_is_none(l, 5)) {
+    tpu_lower_fail(l, TPU_UNIMPLEMENTED,
+                   "aten::searchsorted: sorter= has no tpu lowering; pass the sequence sorted "
+                   "(sequence.gather(-1, sorter)) instead");
+    return NULL;
+  }
+  bool right = tpu_lower_bool(l, 3, false);
+  const char* side = bucketize ? NULL : tpu_lower_string(l, 4, NULL);
+  if (side) right = strcmp(side, "right") == 0;
+  hlo_type seq_type = tpu_lower_arg_type(l, seq_at), out = tpu_lower_output_type(l, 0);
+  hlo_value seq = tpu_lower_tensor(l, seq_at);
+  hlo_value x = tpu_lower_value(l, value_at, seq_type.dtype);
+  int r = out.rank;
+  int64_t m = seq_type.dims[seq_type.rank - 1]; /* PyTorch's meta function wants a 1-d or wider sequence */
+  int64_t pairs[TPU_MAX_RANK], x_dims[TPU_MAX_RANK], seq_dims[TPU_MAX_RANK];
+  for (int d = 0; d < r; d++) {
+    pairs[d] = out.dims[d];
+    x_dims[d] = d;
+  }
+  pairs[r] = m;
+  for (int d = 0; d + 1 < seq_type.rank; d++) seq_dims[d] = d; /* batched: the values' leading dims */
+  seq_dims[seq_type.rank - 1] = r;
+  hlo_value before = hlo_compare(b, right ? "LE" : "LT", hlo_broadcast_in_dim(b, seq, r + 1, pairs, seq_dims),
+                                 hlo_broadcast_in_dim(b, x, r + 1, pairs, x_dims));
+  int64_t last = r;
+  hlo_value count = hlo_reduce(b, hlo_convert(b, before, TPU_I64), hlo_constant(b, TPU_I64, 0), "add", &last, 1);
+  hlo_value past_all = hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, (double)m), r, out.dims, NULL);
+  tpu_lower_set_output(l, 0, hlo_select(b, hlo_compare(b, "NE", x, x), past_all, count));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
+    {"bucketize", lower_searchsorted, false},
     {"kthvalue", lower_kthvalue, false},
+    {"searchsorted", lower_searchsorted, false},
     {"sort", lower_sort, false},
     {"topk", lower_topk, false},
 };
