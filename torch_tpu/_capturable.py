@@ -26,9 +26,9 @@ def install():
     """Wraps dynamo's rule once (idempotent)."""
     from torch._dynamo.variables.optimizer import OptimizerVariable
 
-    original = OptimizerVariable._set_capturable
-    if getattr(original, "_tpu_wrapped", False):
-        return
+    original = getattr(OptimizerVariable, "_set_capturable", None)
+    if original is None or getattr(original, "_tpu_wrapped", False):
+        return  # a PyTorch without this rule (not the pinned one): leave dynamo as it is
 
     def set_capturable(self, tx):
         _set_tpu_capturable(self.value)
