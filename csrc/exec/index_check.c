@@ -68,12 +68,6 @@ static const tpu_tensor* tensor_arg(const tpu_op_call* call, int i) {
   return call->args[i].u.tensor.buffer ? &call->args[i].u.tensor : NULL;
 }
 
-static int64_t numel(const tpu_tensor* t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->rank; d++) n *= t->sizes[d];
-  return n;
-}
-
 static bool is_index_dtype(tpu_dtype dtype) {
   return dtype == TPU_I64 || dtype == TPU_I32 || dtype == TPU_I16 || dtype == TPU_I8 || dtype == TPU_U8;
 }
@@ -91,7 +85,7 @@ static int64_t read_int(const void* data, tpu_dtype dtype, int64_t k) {
 /* Checks every value of `index` against `size`, the extent of `what`. */
 static tpu_status check_values(const index_rule* r, const tpu_tensor* index, const char* what, int64_t size,
                                const int64_t* ignore) {
-  int64_t n = numel(index);
+  int64_t n = view_numel(index);
   if (n == 0 || !is_index_dtype(index->dtype)) return NULL; /* PyTorch's own checks name a bad dtype */
   void* host = malloc((size_t)n * tpu_dtype_size(index->dtype));
   if (!host) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory reading %lld indices", (long long)n);
@@ -142,7 +136,7 @@ tpu_status index_check(const tpu_op_call* call) {
     }
     case DIM_NUMEL: {
       const tpu_tensor* index = tensor_arg(call, r->index);
-      return index ? check_values(r, index, "the flattened input", numel(data), NULL) : NULL;
+      return index ? check_values(r, index, "the flattened input", view_numel(data), NULL) : NULL;
     }
     case DIM_ARG: {
       const tpu_tensor* index = tensor_arg(call, r->index);

@@ -86,8 +86,9 @@ static void add_tensor(signature* s, const tpu_tensor* t, const char* name, int 
   snprintf(fmt, sizeof fmt, "%s dim %%d", prefix);
   for (int d = 0; d < t->rank && d < TPU_MAX_RANK; d++) add_int(s, FACT_INT, t->sizes[d], fmt, d, 0);
   snprintf(fmt, sizeof fmt, "%s layout", prefix);
-  add_int(s, FACT_LAYOUT, view_class_of(t), fmt, 0, 0);
-  if (view_class_of(t) == VIEW_STRIDED || view_class_of(t) == VIEW_BOX) {
+  view_class cls = view_class_of(t);
+  add_int(s, FACT_LAYOUT, cls, fmt, 0, 0);
+  if (cls == VIEW_STRIDED || cls == VIEW_BOX) {
     snprintf(fmt, sizeof fmt, "%s stride %%d", prefix);
     for (int d = 0; d < t->rank && d < TPU_MAX_RANK; d++) add_int(s, FACT_INT, t->strides[d], fmt, d, 0);
   }
