@@ -1,7 +1,7 @@
 """Normalizations on tpu against PyTorch's CPU results, forward and backward:
 batch norm (training with running-stat updates, evaluation, the ATen forms
-torch.compile and export use), layer norm, group norm, rms norm, and their
-nn modules over several steps."""
+torch.compile and export use), layer norm, group norm, rms norm, weight
+norm, and their nn modules over several steps."""
 import copy
 import os
 import sys
@@ -252,3 +252,32 @@ def test_rms_norm_module():
     dev = copy.deepcopy(cpu).to("tpu")
     check_grad(lambda x: (cpu if x.device.type == "cpu" else dev)(x), make((2, 3, 6)))
     assert_close(dev.weight.grad, cpu.weight.grad, *GRAD_TOL[torch.float32])
+
+
+# ---- weight norm ----
+
+
+@pytest.mark.parametrize("shape,dim", [((6, 4), 0), ((6, 4), 1), ((8, 3, 5), 0), ((8, 3, 5), 2), ((4, 2, 3, 3), 0)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_weight_norm_interface(shape, dim, dtype):
+    v = make(shape, dtype)
+    g_shape = [s if d == dim else 1 for d, s in enumerate(shape)]
+    g = make(g_shape, dtype, seed=2, positive=True)
+    check_grad(lambda v, g: torch._weight_norm(v, g, dim), v, g)
+    check(lambda v, g: torch._weight_norm_interface(v, g, dim), v, g)
+
+
+def test_weight_norm_parametrization_trains():
+    # wav2vec2's positional convolution: weight_norm over the kernel dim.
+    torch.manual_seed(0)
+    conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1, groups=2), name="weight", dim=2)
+    tpu_conv = copy.deepcopy(conv).to("tpu")
+    x = make((2, 4, 9))
+    for module, inp in ((conv, x), (tpu_conv, x.to("tpu"))):
+        opt = torch.optim.SGD(module.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            module(inp).pow(2).sum().backward()
+            opt.step()
+    for (name, p), q in zip(conv.named_parameters(), tpu_conv.parameters()):
+        assert_close(q, p, rtol=1e-5, atol=1e-5)

@@ -176,6 +176,30 @@ def test_interpolate_linear(align_corners, dims, size, scale, recompute):
                **F32)
 
 
+# (align_corners, size, scale_factor): up, down, mixed, the ViT position-embedding resize.
+BICUBIC = [(False, None, 2), (False, (3, 4), None), (False, None, (1.7, 0.6)), (True, None, 2),
+           (True, (11, 5), None), (True, (5, 1), None), (False, (14, 14), None)]
+
+
+# Each input gradient sums up to 16 weighted terms per output pixel, which
+# the CPU adds in another order: atol 1e-5.
+CUBIC_F32 = dict(rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("align_corners,size,scale", BICUBIC)
+def test_interpolate_bicubic(align_corners, size, scale):
+    x = randn((2, 3, 5, 7))
+    check_grad(lambda x: F.interpolate(x, size, scale, "bicubic", align_corners), [x], **CUBIC_F32)
+
+
+def test_interpolate_bicubic_dtypes_and_views():
+    check_grad(lambda x: F.interpolate(x, scale_factor=1.5, mode="bicubic"), [randn((1, 2, 5, 6), torch.float64)])
+    check_grad(lambda x: F.interpolate(x, size=(8, 3), mode="bicubic"), [randn((1, 2, 5, 6), torch.bfloat16)])
+    y = randn((2, 3, 5, 6))
+    check_grad(lambda y: F.interpolate(y.transpose(2, 3), size=(9, 4), mode="bicubic", align_corners=True), [y],
+               **CUBIC_F32)
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
 def test_interpolate_dtypes(dtype):
     x = randn((1, 2, 5, 6), dtype)

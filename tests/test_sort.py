@@ -181,3 +181,18 @@ def test_searchsorted_sorter_is_rejected_with_a_way_out():
         torch.searchsorted(seq, torch.tensor([1.5], device="tpu"), sorter=sorter)
     got = torch.searchsorted(seq.gather(-1, sorter), torch.tensor([1.5], device="tpu"))
     assert got.cpu().tolist() == [1]
+
+
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin(invert):
+    x = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    check(lambda x, t: torch.isin(x, t, invert=invert), x, torch.tensor([2, 6, 9]))
+    check(lambda x, t: torch.isin(x.t(), t[::2], invert=invert), x, torch.tensor([2, 6, 9]))  # strided views
+    check(lambda x: torch.isin(x, 5, invert=invert), x)  # a scalar test element
+    check(lambda t: torch.isin(6, t, invert=invert), torch.tensor([2, 6, 9]))  # a scalar element
+    check(lambda x, t: torch.isin(x, t, invert=invert), x, torch.tensor([2.0, 3.5]))  # promoted to float
+    check(lambda x, t: torch.isin(x, t, invert=invert), torch.tensor([1.0, NAN, 2.5]), torch.tensor([2.5, NAN]))
+    check(lambda x, t: torch.isin(x, t, invert=invert), x, torch.tensor([], dtype=torch.int64))  # nothing to find
+    check(lambda x, t: torch.isin(x, t, invert=invert), x[:0], torch.tensor([1]))  # empty elements
+    check(lambda x, t: torch.isin(x, t, out=torch.empty(x.shape, dtype=torch.bool, device=x.device)),
+          x, torch.tensor([4, 1]))

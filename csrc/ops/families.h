@@ -25,6 +25,9 @@ extern const tpu_op_family tpu_ops_embedding;   /* ops/embedding.c */
 extern const tpu_op_family tpu_ops_attention;   /* ops/attention.c */
 extern const tpu_op_family tpu_ops_sort;        /* ops/sort.c */
 extern const tpu_op_family tpu_ops_foreach;     /* ops/foreach.c */
+extern const tpu_op_family tpu_ops_grouped_mm;  /* ops/grouped_mm.c */
+extern const tpu_op_family tpu_ops_histogram;   /* ops/histogram.c */
+extern const tpu_op_family tpu_ops_weight_norm; /* ops/weight_norm.c */
 
 #define TPU_OP_FAMILY(name, table) \
   const tpu_op_family name = {table, (int)(sizeof table / sizeof table[0])}

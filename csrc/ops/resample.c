@@ -1,10 +1,11 @@
 /* Resampling and edge padding lowerings over the trailing 1-3 dims:
  * upsample_nearest{1,2,3}d, _upsample_nearest_exact{1,2,3}d,
- * upsample_{linear1d,bilinear2d,trilinear3d}, reflection_pad{1,2,3}d,
- * replication_pad{1,2,3}d, and their backward ops.
+ * upsample_{linear1d,bilinear2d,trilinear3d}, upsample_bicubic2d,
+ * reflection_pad{1,2,3}d, replication_pad{1,2,3}d, and their backward ops.
  *
  * Each is separable: along every resampled dim an output position reads
- * one input position (nearest, pads) or blends two (linear). The positions
+ * one input position (nearest, pads) or blends two (linear) or four
+ * (cubic, positions clamped to the edges). The positions
  * depend only on sizes and compile-time scales, so they are iota
  * arithmetic that XLA folds to constants; the forward gathers slices at
  * them and the backward adds gradient slices back at them. Index and
@@ -20,16 +21,18 @@
 
 static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
 
+#define MAX_TAPS 4
+
 /* Where output positions along one dim read from: index (i64 [out]) and,
- * for linear modes, a second index and the two weights ([out], dtype of
- * the data). */
+ * for blending modes, more indices and a weight per index ([out], dtype
+ * of the data). */
 typedef struct taps {
-  hlo_value index[2];
-  hlo_value weight[2];
-  int count;  /* 0 (the identity), 1 or 2 */
+  hlo_value index[MAX_TAPS];
+  hlo_value weight[MAX_TAPS];
+  int count;  /* 0 (the identity), 1, 2 (linear) or 4 (cubic) */
 } taps;
 
-typedef enum { NEAREST, NEAREST_EXACT, LINEAR, REFLECT, REPLICATE } resample_mode;
+typedef enum { NEAREST, NEAREST_EXACT, LINEAR, CUBIC, REFLECT, REPLICATE } resample_mode;
 
 /* Output positions 0..out-1 as a [out] value of dtype t. */
 static hlo_value positions(hlo_builder* b, int64_t out, tpu_dtype t) {
@@ -66,10 +69,11 @@ static hlo_value nearest_index(hlo_builder* b, bool exact, int64_t in, int64_t o
   return floor_index(b, hlo_binary_constant(b, "multiply", of, (double)s), in);
 }
 
-/* Linear taps, computed in t (float32, or float64 for double data) as
- * PyTorch's area_pixel_compute_* and guard_index_and_lambda do. */
-static taps linear_taps(hlo_builder* b, bool align_corners, int64_t in, int64_t out, double scale,
-                        tpu_dtype t) {
+/* The input position output positions map to, in t (float32, or float64
+ * for double data), as PyTorch's area_pixel_compute_scale and
+ * area_pixel_compute_source_index do; cubic keeps negative positions. */
+static hlo_value source_position(hlo_builder* b, bool align_corners, bool cubic, int64_t in, int64_t out,
+                                 double scale, tpu_dtype t) {
   double s;
   if (align_corners)
     s = out <= 1 ? 0 : t == TPU_F64 ? (double)(in - 1) / (double)(out - 1)
@@ -77,22 +81,59 @@ static taps linear_taps(hlo_builder* b, bool align_corners, int64_t in, int64_t 
   else
     s = t == TPU_F64 ? (scale > 0 ? 1.0 / scale : (double)in / (double)out)
                      : (double)scale_value(scale, in, out);
-  hlo_value o = positions(b, out, t), real;
-  hlo_value zero = hlo_constant_like(b, o, 0), one = hlo_constant_like(b, o, 1);
-  if (align_corners) {
-    real = hlo_binary_constant(b, "multiply", o, s);
-  } else {
-    hlo_value centre = hlo_binary_constant(b, "add", o, 0.5);
-    real = hlo_binary_constant(b, "subtract", hlo_binary_constant(b, "multiply", centre, s), 0.5);
-    real = hlo_select(b, hlo_compare(b, "LT", real, zero), zero, real);
-  }
-  taps k = {{floor_index(b, real, in), HLO_INVALID}, {HLO_INVALID, HLO_INVALID}, 2};
+  hlo_value o = positions(b, out, t);
+  if (align_corners) return hlo_binary_constant(b, "multiply", o, s);
+  hlo_value centre = hlo_binary_constant(b, "add", o, 0.5);
+  hlo_value real = hlo_binary_constant(b, "subtract", hlo_binary_constant(b, "multiply", centre, s), 0.5);
+  if (cubic) return real;
+  hlo_value zero = hlo_constant_like(b, o, 0);
+  return hlo_select(b, hlo_compare(b, "LT", real, zero), zero, real);
+}
+
+/* Linear taps, as PyTorch's guard_index_and_lambda picks them. */
+static taps linear_taps(hlo_builder* b, bool align_corners, int64_t in, int64_t out, double scale,
+                        tpu_dtype t) {
+  hlo_value real = source_position(b, align_corners, false, in, out, scale, t);
+  hlo_value zero = hlo_constant_like(b, real, 0), one = hlo_constant_like(b, real, 1);
+  taps k = {{floor_index(b, real, in)}, {HLO_INVALID}, 2};
   hlo_value frac = hlo_binary(b, "subtract", real, hlo_convert(b, k.index[0], t));
   k.weight[1] = hlo_binary(b, "minimum", hlo_binary(b, "maximum", frac, zero), one);
   k.weight[0] = hlo_binary(b, "subtract", one, k.weight[1]);
   hlo_value last = hlo_constant_like(b, k.index[0], (double)(in - 1));
   hlo_value step = hlo_convert(b, hlo_compare(b, "LT", k.index[0], last), TPU_I64);
   k.index[1] = hlo_binary(b, "add", k.index[0], step);
+  return k;
+}
+
+/* Keys' cubic convolution weights with A = -0.75, as PyTorch's
+ * cubic_convolution1 (|x| <= 1) and cubic_convolution2 (1 < |x| < 2). */
+static hlo_value cubic_near(hlo_builder* b, hlo_value x) {
+  const double a = -0.75;
+  hlo_value p = hlo_binary_constant(b, "subtract", hlo_binary_constant(b, "multiply", x, a + 2), a + 3);
+  return hlo_binary_constant(b, "add", hlo_binary(b, "multiply", hlo_binary(b, "multiply", p, x), x), 1);
+}
+
+static hlo_value cubic_far(hlo_builder* b, hlo_value x) {
+  const double a = -0.75;
+  hlo_value p = hlo_binary_constant(b, "subtract", hlo_binary_constant(b, "multiply", x, a), 5 * a);
+  p = hlo_binary_constant(b, "add", hlo_binary(b, "multiply", p, x), 8 * a);
+  return hlo_binary_constant(b, "subtract", hlo_binary(b, "multiply", p, x), 4 * a);
+}
+
+/* Cubic taps: floor(position) - 1 .. + 2, clamped to [0, in), weighted by
+ * the distance t from the floor. */
+static taps cubic_taps(hlo_builder* b, bool align_corners, int64_t in, int64_t out, double scale, tpu_dtype t) {
+  hlo_value real = source_position(b, align_corners, true, in, out, scale, t);
+  hlo_value base = hlo_unary(b, "floor", real);
+  hlo_value frac = hlo_binary(b, "subtract", real, base);
+  hlo_value rest = hlo_binary(b, "subtract", hlo_constant_like(b, frac, 1), frac);
+  taps k = {{HLO_INVALID}, {cubic_far(b, hlo_binary_constant(b, "add", frac, 1)), cubic_near(b, frac),
+                            cubic_near(b, rest), cubic_far(b, hlo_binary_constant(b, "add", rest, 1))}, 4};
+  hlo_value first = hlo_convert(b, base, TPU_I64);
+  for (int i = 0; i < 4; i++) {
+    hlo_value at = hlo_binary_constant(b, "add", first, (double)(i - 1));
+    k.index[i] = hlo_binary_constant(b, "minimum", hlo_binary_constant(b, "maximum", at, 0), (double)(in - 1));
+  }
   return k;
 }
 
@@ -118,12 +159,15 @@ static hlo_value along(hlo_builder* b, hlo_value w, int d, const hlo_type* t) {
 /* Forward along dim d: x's slices at the taps, blended by their weights. */
 static hlo_value gather_taps(hlo_builder* b, hlo_value x, int d, const taps* k) {
   if (k->count == 0) return x;
-  hlo_value y = hlo_take(b, x, d, k->index[0]);
-  if (k->count == 1) return y;
-  hlo_type t = *hlo_type_of(b, y);
-  y = hlo_binary(b, "multiply", y, along(b, k->weight[0], d, &t));
-  hlo_value y1 = hlo_take(b, x, d, k->index[1]);
-  return hlo_binary(b, "add", y, hlo_binary(b, "multiply", y1, along(b, k->weight[1], d, &t)));
+  if (k->count == 1) return hlo_take(b, x, d, k->index[0]);
+  hlo_value y = HLO_INVALID;
+  for (int i = 0; i < k->count; i++) {
+    hlo_value yi = hlo_take(b, x, d, k->index[i]);
+    hlo_type t = *hlo_type_of(b, yi);
+    yi = hlo_binary(b, "multiply", yi, along(b, k->weight[i], d, &t));
+    y = i ? hlo_binary(b, "add", y, yi) : yi;
+  }
+  return y;
 }
 
 /* Backward along dim d (input size `in`): each gradient slice, weighted,
@@ -135,13 +179,10 @@ static hlo_value scatter_taps(hlo_builder* b, hlo_value g, int d, int64_t in, co
   hlo_value zeros =
       hlo_broadcast_in_dim(b, hlo_constant(b, t.dtype, 0), target.rank, target.dims, NULL);
   if (k->count == 1) return hlo_put(b, zeros, d, k->index[0], g, "add");
-  hlo_value updates[2], indices[2];
-  for (int i = 0; i < 2; i++) {
-    updates[i] = hlo_binary(b, "multiply", g, along(b, k->weight[i], d, &t));
-    indices[i] = k->index[i];
-  }
-  return hlo_put(b, zeros, d, hlo_concatenate(b, indices, 2, 0), hlo_concatenate(b, updates, 2, d),
-                 "add");
+  hlo_value updates[MAX_TAPS];
+  for (int i = 0; i < k->count; i++) updates[i] = hlo_binary(b, "multiply", g, along(b, k->weight[i], d, &t));
+  return hlo_put(b, zeros, d, hlo_concatenate(b, k->index, k->count, 0),
+                 hlo_concatenate(b, updates, k->count, d), "add");
 }
 
 /* Forward: (self, output_size | padding, [align_corners,] scales...);
@@ -152,11 +193,11 @@ static tpu_status lower_resample(tpu_lowering* l, resample_mode mode) {
   hlo_builder* b = tpu_lower_builder(l);
   const char* name = tpu_lower_op_name(l);
   bool backward = strstr(name, "_backward") != NULL;
-  bool is_pad = mode == REFLECT || mode == REPLICATE, linear = mode == LINEAR;
+  bool is_pad = mode == REFLECT || mode == REPLICATE, blends = mode == LINEAR || mode == CUBIC;
   hlo_type out = tpu_lower_output_type(l, 0);
   hlo_type dst = backward ? tpu_lower_arg_type(l, 0) : out;
   hlo_type src = backward ? out : tpu_lower_arg_type(l, 0);
-  int first_scale = (backward ? 3 : 2) + linear;
+  int first_scale = (backward ? 3 : 2) + blends;
   const int64_t* sizes;
   int dims = tpu_lower_int_list(l, is_pad && backward ? 2 : 1, &sizes) / (is_pad ? 2 : 1);
   if (dims < 1 || dims > MAX_SPATIAL || dims > src.rank) {
@@ -164,30 +205,32 @@ static tpu_status lower_resample(tpu_lowering* l, resample_mode mode) {
                    src.rank);
     return NULL;
   }
-  if (linear && !tpu_dtype_is_float(out.dtype)) {
+  if (blends && !tpu_dtype_is_float(out.dtype)) {
     tpu_lower_fail(l, TPU_UNIMPLEMENTED,
                    "aten::%s: %s input is not supported on tpu; convert it to float", name,
                    tpu_dtype_name(out.dtype));
     return NULL;
   }
   tpu_dtype t = acc_type(out.dtype);
-  bool align_corners = linear && tpu_lower_bool(l, first_scale - 1, false);
+  bool align_corners = blends && tpu_lower_bool(l, first_scale - 1, false);
   taps k[MAX_SPATIAL];
   for (int i = 0; i < dims; i++) {
     int d = src.rank - dims + i;
     int64_t in = src.dims[d], n = dst.dims[d];
     double scale = is_pad ? 0 : tpu_lower_float(l, first_scale + i, 0);
     k[i].count = 1;
-    if (linear && in == n)
+    if (blends && in == n)
       k[i].count = 0;
-    else if (linear)
+    else if (mode == LINEAR)
       k[i] = linear_taps(b, align_corners, in, n, scale, t);
+    else if (mode == CUBIC)
+      k[i] = cubic_taps(b, align_corners, in, n, scale, t);
     else if (is_pad) /* pads are listed from the last dim */
       k[i].index[0] = pad_index(b, mode == REFLECT, in, n, sizes[2 * (dims - 1 - i)]);
     else
       k[i].index[0] = nearest_index(b, mode == NEAREST_EXACT, in, n, scale);
   }
-  hlo_value x = backward || linear ? tpu_lower_value(l, 0, t) : tpu_lower_tensor(l, 0);
+  hlo_value x = backward || blends ? tpu_lower_value(l, 0, t) : tpu_lower_tensor(l, 0);
   /* The forward blends from the last dim in, as PyTorch does; the backward
    * undoes it from the first. */
   for (int j = 0; j < dims; j++) {
@@ -202,6 +245,7 @@ static tpu_status lower_resample(tpu_lowering* l, resample_mode mode) {
 static tpu_status lower_nearest(tpu_lowering* l) { return lower_resample(l, NEAREST); }
 static tpu_status lower_nearest_exact(tpu_lowering* l) { return lower_resample(l, NEAREST_EXACT); }
 static tpu_status lower_linear(tpu_lowering* l) { return lower_resample(l, LINEAR); }
+static tpu_status lower_cubic(tpu_lowering* l) { return lower_resample(l, CUBIC); }
 static tpu_status lower_reflect(tpu_lowering* l) { return lower_resample(l, REFLECT); }
 static tpu_status lower_replicate(tpu_lowering* l) { return lower_resample(l, REPLICATE); }
 
@@ -224,6 +268,8 @@ static const tpu_op_entry entries[] = {
     {"replication_pad2d_backward", lower_replicate, false},
     {"replication_pad3d", lower_replicate, false},
     {"replication_pad3d_backward", lower_replicate, false},
+    {"upsample_bicubic2d", lower_cubic, false},
+    {"upsample_bicubic2d_backward", lower_cubic, false},
     {"upsample_bilinear2d", lower_linear, false},
     {"upsample_bilinear2d_backward", lower_linear, false},
     {"upsample_linear1d", lower_linear, false},

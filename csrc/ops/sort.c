@@ -1,6 +1,6 @@
 /* Sorting: sort (argsort and msort are composite over it), topk and
- * kthvalue along a dim, and searching sorted sequences (searchsorted,
- * bucketize). Each sorts values with their int64 positions,
+ * kthvalue along a dim, searching sorted sequences (searchsorted,
+ * bucketize) and membership (isin). Each sorts values with their int64 positions,
  * stably, with NaN above every number as PyTorch orders it; their
  * backwards are scatters that indexing.c lowers. */
 #include <string.h>
@@ -143,8 +143,34 @@ static tpu_status lower_searchsorted(tpu_lowering* l) {
   return NULL;
 }
 
+/* isin(elements, test_elements, assume_unique, invert), either side a
+ * tensor or a scalar: whether each element equals some test element, both
+ * in their promoted dtype (NaN equals nothing). One comparison per pair,
+ * reduced by `or`, as XLA has no hash set. */
+static tpu_status lower_isin(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  static const int both[2] = {0, 1};
+  tpu_dtype t = tpu_lower_result_type(l, both, 2);
+  hlo_type out = tpu_lower_output_type(l, 0);
+  hlo_value x = tpu_lower_value(l, 0, t), tests = tpu_lower_value(l, 1, t);
+  int64_t n = hlo_type_numel(hlo_type_of(b, tests)), pairs[TPU_MAX_RANK + 1], x_dims[TPU_MAX_RANK];
+  tests = hlo_reshape(b, tests, 1, &n);
+  for (int d = 0; d < out.rank; d++) {
+    pairs[d] = out.dims[d];
+    x_dims[d] = d;
+  }
+  pairs[out.rank] = n;
+  int64_t last = out.rank;
+  hlo_value equal = hlo_compare(b, "EQ", hlo_broadcast_in_dim(b, x, out.rank + 1, pairs, x_dims),
+                                hlo_broadcast_in_dim(b, tests, out.rank + 1, pairs, &last));
+  hlo_value found = hlo_reduce(b, equal, hlo_constant(b, TPU_BOOL, 0), "or", &last, 1);
+  tpu_lower_set_output(l, 0, tpu_lower_bool(l, 3, false) ? hlo_unary(b, "not", found) : found);
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
     {"bucketize", lower_searchsorted, false},
+    {"isin", lower_isin, false},
     {"kthvalue", lower_kthvalue, false},
     {"searchsorted", lower_searchsorted, false},
     {"sort", lower_sort, false},

@@ -252,11 +252,57 @@ c10::IValue byte_target_as_long(const c10::FunctionSchema& schema, const c10::Ar
   return v;
 }
 
+// aten::_grouped_mm's meta kernel checks the limits of CUDA's kernel
+// (bfloat16 only, 16-byte aligned strides), which the tpu lowering does
+// not have: its output follows from the shape rule, with the checks of
+// PyTorch's CPU kernel.
+at::Tensor grouped_mm_output(c10::ArrayRef<c10::IValue> inputs) {
+  const at::Tensor& a = inputs[0].toTensor();
+  const at::Tensor& b = inputs[1].toTensor();
+  auto shapes = [&] {
+    std::ostringstream s;
+    s << "mat_a " << a.sizes() << " " << a.scalar_type() << ", mat_b " << b.sizes() << " " << b.scalar_type();
+    return s.str();
+  };
+  TORCH_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3),
+              "grouped_mm: mat_a and mat_b must be 2-d or 3-d, got ", shapes());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "grouped_mm: mat_a and mat_b must have the same dtype, got ", shapes());
+  TORCH_CHECK(at::isFloatingType(a.scalar_type()) && a.scalar_type() != at::kDouble,
+              "grouped_mm: takes float32, bfloat16 or float16 matrices, got ", shapes());
+  TORCH_CHECK(a.size(-1) == b.size(-2),
+              "grouped_mm: mat_a's last dim and mat_b's second-to-last must match, got ", shapes());
+  bool grouped = a.dim() == 2 || b.dim() == 2;
+  TORCH_CHECK(inputs[2].isTensor() == grouped,
+              grouped ? "grouped_mm: a 2-d operand needs offsets (offs=, the int32 end of each group), got "
+                      : "grouped_mm: two 3-d operands take no offsets (offs=), got ",
+              shapes());
+  TORCH_CHECK(inputs[4].isNone() || inputs[4].toScalarType() == a.scalar_type(),
+              "grouped_mm: out_dtype must be mat_a's dtype, got ", inputs[4].toScalarType(), " for ", shapes());
+  int64_t groups = a.dim() == 3 ? a.size(0) : b.size(0);
+  if (grouped) {
+    const at::Tensor& offs = inputs[2].toTensor();
+    TORCH_CHECK(offs.dim() == 1 && offs.scalar_type() == at::kInt,
+                "grouped_mm: offs must be a 1-d int32 tensor, got ", offs.scalar_type(), offs.sizes(), " for ",
+                shapes());
+    TORCH_CHECK((a.dim() == 2 && b.dim() == 2) || offs.size(0) == groups, "grouped_mm: offs has ", offs.size(0),
+                " groups but the 3-d operand ", groups, ", for ", shapes());
+    groups = offs.size(0);
+  } else {
+    TORCH_CHECK(a.size(0) == b.size(0), "grouped_mm: the batch sizes must match, got ", shapes());
+  }
+  std::vector<int64_t> size = a.dim() == 2 && b.dim() == 2 ? std::vector<int64_t>{groups, a.size(0), b.size(1)}
+                              : a.dim() == 2              ? std::vector<int64_t>{a.size(0), b.size(2)}
+                              : b.dim() == 2              ? std::vector<int64_t>{a.size(1), b.size(1)}
+                                                          : std::vector<int64_t>{groups, a.size(1), b.size(2)};
+  return at::empty(size, a.options().device(at::kMeta));
+}
+
 // Runs the op's meta kernel on stand-in tensors: PyTorch's own shape and
 // dtype rules (and its error messages for bad input) decide the outputs,
 // in the order of op outputs: mutated arguments, then fresh returns.
 std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs) {
   const auto& schema = op.schema();
+  if (schema.name() == "aten::_grouped_mm") return {grouped_mm_output(inputs)};
   const auto& arguments = schema.arguments();
   torch::jit::Stack meta;
   std::vector<at::Tensor> outputs;

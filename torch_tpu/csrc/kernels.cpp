@@ -275,6 +275,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // which has no meta kernel; these two do, so they go to the fallback.
   m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
   m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
+  // _grouped_mm's CompositeExplicitAutograd kernel multiplies group by
+  // group, reading each offset back to the host; the lowering does all
+  // groups in one program.
+  m.impl("_grouped_mm", torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
   // PyTorch's CompositeExplicitAutograd kernels of the _foreach_ ops loop
   // over per-tensor ops and would win over the fallback; foreach ops with a
   // lowering go to the fallback instead, one program per call.
