@@ -148,6 +148,7 @@ RANDOM_OPS = {
     "random_": lambda: torch.empty(1000, dtype=torch.int32, device=TPU).random_(),
     "exponential_": lambda: torch.empty(1000, device=TPU).exponential_(),
     "randperm": lambda: torch.randperm(1000, device=TPU),
+    "multinomial": lambda: torch.multinomial(torch.ones(1000, device=TPU), 100),
     "log_normal_": lambda: torch.empty(1000, device=TPU).log_normal_(),
     "cauchy_": lambda: torch.empty(1000, device=TPU).cauchy_(),
     "geometric_": lambda: torch.empty(1000, device=TPU).geometric_(0.2),
@@ -433,3 +434,48 @@ def test_dropout():
     assert torch.allclose(y[kept], torch.tensor(2.0 / 0.75))
     assert abs(kept.double().mean() - 0.75) < 5 * math.sqrt(0.75 * 0.25 / N)
     assert torch.equal(F.dropout(x, 0.25, training=False).cpu(), x.cpu())
+
+
+# ---- multinomial ----
+
+WEIGHTS = torch.tensor([0.1, 0.0, 0.6, 0.3, 2e-3])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_multinomial_with_replacement_frequencies(dtype):
+    torch.manual_seed(0)
+    weights = WEIGHTS * 7  # weights need not sum to 1
+    draws = torch.multinomial(weights.to(dtype).to(TPU), N, replacement=True).cpu()
+    assert draws.dtype == torch.int64 and draws.shape == (N,)
+    p = (weights / weights.sum()).double()
+    freq = torch.bincount(draws, minlength=5).double() / N
+    bound = 5 * (p * (1 - p) / N).sqrt() + 1e-9  # zero weight: never drawn
+    assert ((freq - p).abs() <= bound).all(), (freq, p)
+
+
+def test_multinomial_without_replacement_draws_in_order():
+    # First draws follow p; second draws follow sum_i p_i p_k / (1 - p_i).
+    torch.manual_seed(1)
+    draws = torch.multinomial(WEIGHTS.expand(N // 10, 5).to(TPU), 2).cpu()
+    assert (draws[:, 0] != draws[:, 1]).all() and not (draws == 1).any()
+    p = (WEIGHTS / WEIGHTS.sum()).double()
+    second = (p[:, None] * p[None, :] / (1 - p[:, None])).fill_diagonal_(0).sum(0)
+    n = draws.shape[0]
+    for column, expected in ((0, p), (1, second)):
+        freq = torch.bincount(draws[:, column], minlength=5).double() / n
+        assert ((freq - expected).abs() <= 5 * (expected * (1 - expected) / n).sqrt() + 1e-9).all()
+    everything = torch.multinomial(torch.tensor([[1.0, 2.0, 3.0]], device=TPU), 3).cpu()
+    assert sorted(everything[0].tolist()) == [0, 1, 2]
+
+
+def test_multinomial_reproducible_batched_empty_and_out():
+    rows = torch.tensor([[1.0, 2, 3, 4], [0, 0, 5, 1]], device=TPU)
+    torch.manual_seed(5)
+    first = torch.multinomial(rows, 3, replacement=True).cpu()
+    torch.manual_seed(5)
+    again = torch.multinomial(rows, 3, replacement=True).cpu()
+    assert torch.equal(first, again) and first.shape == (2, 3) and (first[1] >= 2).all()
+    assert torch.multinomial(rows, 0).cpu().shape == (2, 0)
+    out = torch.empty(2, 2, dtype=torch.int64, device=TPU)
+    torch.multinomial(rows[:, ::2], 1, generator=torch.Generator(TPU).manual_seed(2), out=out[:, :1])
+    assert out[:, 0].cpu().tolist()[1] == 1  # row 2's only nonzero weight among [0, 5] is index 1

@@ -165,3 +165,22 @@ def test_greedy_generate_matches_cpu(name):
     actual = copy.deepcopy(model).to("tpu").generate(ids.to("tpu"), attention_mask=mask.to("tpu"), **options)
     assert torch.equal(actual.cpu(), expected)
     assert not metrics.counters()["cpu_fallback_ops"], metrics.counters()["cpu_fallback_ops"]
+
+
+def test_sampling_generate_runs_on_the_device():
+    # Top-k 1 sampling is greedy whatever the draws: the CPU's tokens. Top-k
+    # and top-p sampling draw on the tpu (multinomial), reproducibly.
+    model, _ = build("llama")
+    model.eval()
+    ids = tokens(length=5, low=1)
+    tpu_model = copy.deepcopy(model).to("tpu")
+    options = dict(max_new_tokens=6, pad_token_id=0, do_sample=True)
+    expected = model.generate(ids, top_k=1, **options)
+    metrics.reset()
+    assert torch.equal(tpu_model.generate(ids.to("tpu"), top_k=1, **options).cpu(), expected)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(7)
+        runs.append(tpu_model.generate(ids.to("tpu"), top_k=20, top_p=0.9, temperature=0.8, **options).cpu())
+    assert torch.equal(runs[0], runs[1]) and runs[0].shape == expected.shape
+    assert not metrics.counters()["cpu_fallback_ops"], metrics.counters()["cpu_fallback_ops"]

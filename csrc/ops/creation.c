@@ -1,7 +1,7 @@
 /* Creation and random lowerings: arange, linspace, logspace, eye,
  * and the random ops (uniform_, normal_, log_normal_, bernoulli_, random_,
- * exponential_, geometric_, cauchy_, randperm, native_dropout) drawn from
- * the generator argument with ThreeFry. */
+ * exponential_, geometric_, cauchy_, randperm, multinomial, native_dropout)
+ * drawn from the generator argument with ThreeFry. */
 #include <math.h>
 #include <string.h>
 
@@ -338,6 +338,48 @@ static tpu_status lower_randperm(tpu_lowering* l) {
   return NULL;
 }
 
+/* multinomial(probs, num_samples, replacement): indices drawn with the
+ * probabilities of the last dim (weights need not sum to 1), by the
+ * exponential race: category k's key is log p_k - log E_k with E_k ~
+ * Exp(1), and the largest key wins, with probability p_k / sum p. With
+ * replacement every sample runs its own race (argmax); without, one race
+ * ranks every category and the first num_samples win, each in order of
+ * its key, as sequential draws without replacement would give them.
+ * Zero weights never win. PyTorch's checks on the weights (no negative,
+ * inf or NaN, enough nonzero ones) read them on the host; these do not. */
+static tpu_status lower_multinomial(tpu_lowering* l) {
+  if (empty_random(l)) return NULL;
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0), out = tpu_lower_output_type(l, 0);
+  tpu_dtype t = compute_type(in.dtype);
+  int64_t rows = in.rank == 2 ? in.dims[0] : 1, k = in.dims[in.rank - 1], samples = out.dims[out.rank - 1];
+  bool replacement = tpu_lower_bool(l, 2, false);
+  int64_t races = replacement ? samples : 1, race[3] = {rows, races, k}, weight_dims[2] = {0, 2};
+  int64_t count = rows * races * k;
+  /* Uniforms in (0, 1), half a grid step off 0, so each E is finite and positive. */
+  int digits = float_digits(t);
+  hlo_value u = hlo_reshape(b, uniform_unit(l, count, digits), 3, race);
+  u = hlo_binary(b, "add", u, hlo_constant_like(b, u, ldexp(1.0, -digits - 1)));
+  hlo_value e = hlo_unary(b, "negate", hlo_unary(b, "log", u));
+  int64_t weights_shape[2] = {rows, k};
+  hlo_value p = hlo_reshape(b, tpu_lower_value(l, 0, t), 2, weights_shape);
+  hlo_value keys = hlo_binary(b, "subtract", hlo_broadcast_in_dim(b, hlo_unary(b, "log", p), 3, race, weight_dims),
+                              hlo_unary(b, "log", e));
+  hlo_value picked;
+  if (replacement) {
+    hlo_value best;
+    hlo_arg_reduce(b, keys, 2, true, &best, &picked);
+  } else {
+    int64_t ranked[2] = {rows, k}, start[2] = {0, 0}, limit[2] = {rows, samples}, step[2] = {1, 1};
+    hlo_value pair[2] = {hlo_reshape(b, keys, 2, ranked), hlo_iota(b, hlo_type_make(TPU_I64, 2, ranked), 1)};
+    hlo_value sorted[2];
+    hlo_sort(b, pair, 2, 1, true, sorted);
+    picked = hlo_slice(b, sorted[1], start, limit, step);
+  }
+  tpu_lower_set_output(l, 0, hlo_reshape(b, picked, out.rank, out.dims));
+  return NULL;
+}
+
 /* native_dropout(input, p, train) -> (output, mask): each element is kept
  * with probability 1 - p and scaled by 1 / (1 - p). */
 static tpu_status lower_native_dropout(tpu_lowering* l) {
@@ -372,6 +414,7 @@ static const tpu_op_entry entries[] = {
     {"linspace", lower_spaced, false},
     {"log_normal", lower_normal, false},
     {"logspace", lower_spaced, false},
+    {"multinomial", lower_multinomial, false},
     {"native_dropout", lower_native_dropout, false},
     {"normal", lower_normal, false},
     {"random", lower_random, false},
