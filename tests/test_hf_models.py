@@ -116,12 +116,13 @@ def on(batch, device):
     return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
 
 
-def assert_trains_like_cpu(model, batch, compiled=False):
+def assert_trains_like_cpu(model, batch, compiled=False, score=lambda out: out.loss):
+    """One forward and backward of `score` (the model's loss) on both sides."""
     tpu_model = copy.deepcopy(model).to("tpu")
     run = torch.compile(tpu_model, backend="tpu") if compiled else tpu_model
     metrics.reset()
-    cpu_loss = model(**batch).loss
-    tpu_loss = run(**on(batch, "tpu")).loss
+    cpu_loss = score(model(**batch))
+    tpu_loss = score(run(**on(batch, "tpu")))
     cpu_loss.backward()
     tpu_loss.backward()
     torch.testing.assert_close(tpu_loss.cpu(), cpu_loss, rtol=1e-5, atol=0)
@@ -138,6 +139,22 @@ def assert_trains_like_cpu(model, batch, compiled=False):
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_forward_backward_matches_cpu(name):
     assert_trains_like_cpu(*build(name))
+
+
+def test_mask2former_deformable_attention_matches_cpu():
+    # Multi-scale deformable attention samples its features with grid_sample.
+    torch.manual_seed(0)
+    backbone = T.SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 2, 2],
+                            window_size=4, out_features=["stage1", "stage2", "stage3", "stage4"], drop_path_rate=0.0)
+    model = T.Mask2FormerForUniversalSegmentation(T.Mask2FormerConfig(
+        backbone_config=backbone, feature_size=32, mask_feature_size=32, hidden_dim=32, encoder_layers=1,
+        decoder_layers=2, num_attention_heads=2, dim_feedforward=64, num_queries=5, num_labels=3,
+        encoder_feedforward_dim=64, common_stride=4, dropout=0.0))
+
+    def score(out):
+        return out.masks_queries_logits.pow(2).mean() + out.class_queries_logits.pow(2).mean()
+
+    assert_trains_like_cpu(model, dict(pixel_values=torch.randn(1, 3, 64, 64)), score=score)
 
 
 def test_vit_at_another_resolution_interpolates_its_position_embeddings():

@@ -4,7 +4,9 @@ stride, padding, dilation, ceil_mode; ties, NaN and inf), avg_pool2d
 (count_include_pad, ceil_mode, divisor_override), adaptive_avg_pool2d
 (output sizes that divide the input or not, larger than it), their 1-d
 forms, F.interpolate nearest / nearest-exact / (bi,tri)linear with
-align_corners both ways, sizes and scale factors, and F.pad reflect /
+align_corners both ways, sizes and scale factors, bicubic, F.grid_sample
+(bilinear / nearest, zeros / border / reflection padding, with the
+grid's gradient), and F.pad reflect /
 replicate / constant in 1-3 dims; float32, float64, bfloat16 and integer
 inputs where CPU supports them; unbatched, batch 1, odd sizes, empty
 batches, channels_last and non-contiguous inputs, and the nn modules.
@@ -198,6 +200,41 @@ def test_interpolate_bicubic_dtypes_and_views():
     y = randn((2, 3, 5, 6))
     check_grad(lambda y: F.interpolate(y.transpose(2, 3), size=(9, 4), mode="bicubic", align_corners=True), [y],
                **CUBIC_F32)
+
+
+# ---- grid_sample ----
+
+
+def sample_grid(shape, seed=3):
+    # Points up to 30% outside [-1, 1], so every padding mode is exercised.
+    return randn(shape, seed=seed).mul(0.75).clamp(-1.3, 1.3)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample(mode, padding, align_corners):
+    x, grid = randn((2, 3, 5, 7)), sample_grid((2, 4, 6, 2))
+    check_grad(lambda x, g: F.grid_sample(x, g, mode, padding, align_corners), [x, grid],
+               **F32)
+
+
+def test_grid_sample_float64_views_and_single_pixel():
+    x, grid = randn((2, 3, 5, 7), torch.float64), sample_grid((2, 4, 6, 2)).double()
+    check_grad(lambda x, g: F.grid_sample(x, g, align_corners=True, padding_mode="reflection"), [x, grid])
+    check_grad(lambda x, g: F.grid_sample(x.transpose(2, 3), g.flip(1), padding_mode="border"), [x, grid])
+    # A 1x1 image: reflection with align_corners folds onto the one pixel.
+    check_grad(lambda x, g: F.grid_sample(x[:, :, :1, :1], g, padding_mode="reflection", align_corners=True),
+               [x, grid])
+
+
+def test_grid_sample_affine_grid_and_bicubic_rejected():
+    # A spatial transformer: the grid from affine_grid, gradients to theta.
+    x, theta = randn((2, 3, 8, 8)), randn((2, 2, 3), seed=5).mul(0.3) + torch.tensor([[1.0, 0, 0], [0, 1, 0]])
+    check_grad(lambda x, t: F.grid_sample(x, F.affine_grid(t, (2, 3, 6, 6), align_corners=False),
+                                          align_corners=False), [x, theta], **F32)
+    with pytest.raises(NotImplementedError, match="bicubic"):
+        F.grid_sample(x.to("tpu"), sample_grid((2, 4, 6, 2)).to("tpu"), mode="bicubic")
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
