@@ -442,7 +442,8 @@ FLOAT_UNARY = [
     (torch.tan, -1.5, 1.5), (torch.asin, -1, 1), (torch.acos, -1, 1), (torch.atan, -10, 10),
     (torch.sinh, -5, 5), (torch.cosh, -5, 5), (torch.tanh, -5, 5), (torch.asinh, -20, 20),
     (torch.acosh, 1, 20), (torch.atanh, -0.99, 0.99), (torch.sigmoid, -10, 10),
-    (torch.erf, -4, 4), (torch.erfc, -4, 4), (torch.erfinv, -1, 1),
+    (torch.erf, -4, 4), (torch.erfc, -4, 4), (torch.erfinv, -1, 1), (torch.lgamma, -4.5, 12),
+    (torch.digamma, 0.05, 12),
 ]
 
 
@@ -497,6 +498,26 @@ def test_erfinv_accuracy():
     check(torch.erfinv, y.float())
     check(lambda t: t.erfinv_(), y.float())
     check(lambda t: torch.erfinv(t, out=torch.empty_like(t)), y[::7].float())
+
+
+def test_gamma_functions_across_their_domain():
+    # Negative non-integers (between the poles), the poles themselves, tiny
+    # and large values; polygamma's orders 0 to 3.
+    x = torch.cat([torch.linspace(-5.75, -0.25, 23, dtype=torch.float64), torch.tensor([-3.0, -1.0, 0.0, 1e-8, 0.5, 1.0,
+                                                                                     2.0, 1e3, 1e6])])
+    for dtype in (torch.float64, torch.float32):
+        check(torch.lgamma, x.to(dtype), rtol=1e-5, atol=1e-5)
+        check(torch.digamma, x[x > 0].to(dtype), rtol=1e-5, atol=1e-5)
+        for n in range(4):
+            check(lambda t: torch.polygamma(n, t), x[x > 0].to(dtype), rtol=1e-5, atol=1e-5)
+    check(lambda t: torch.special.gammaln(t), x.float(), rtol=1e-5, atol=1e-5)
+    check(lambda t: t.lgamma_(), x[x > 0].float(), rtol=1e-5, atol=1e-5)
+    check(lambda t: torch.mvlgamma(t, p=3), x[x > 1.5].float(), rtol=1e-5, atol=1e-5)
+    # A distribution's log_prob, as torch.distributions computes it.
+    rate = torch.tensor([0.5, 2.0, 7.0])
+    check(lambda r, k: torch.distributions.Poisson(r).log_prob(k), rate, torch.tensor([0.0, 3.0, 5.0]), rtol=1e-5,
+          atol=1e-5)
+    check(lambda c: torch.distributions.Dirichlet(c).entropy(), torch.tensor([[0.5, 1.5, 3.0]]), rtol=1e-5, atol=1e-5)
 
 
 def test_trunc_normal_init_on_the_device():

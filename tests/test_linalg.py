@@ -195,3 +195,80 @@ def test_writes_through_views():
     d = make((2, 3, 6), torch.float32, seed=3)
     check(lambda d, a, b: d[:, :, 1:].baddbmm_(a.expand(2, 3, 4), b.expand(2, 4, 5), alpha=-1),
           d, a, b, **F32)
+
+
+# ---- Cholesky and triangular solves ----
+
+
+def spd(shape, dtype=torch.float32, seed=0):
+    """Symmetric positive-definite matrices, well conditioned."""
+    a = make(shape, torch.float64, seed)
+    n = shape[-1]
+    return (a @ a.transpose(-2, -1) / n + torch.eye(n, dtype=torch.float64)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky(dtype, upper):
+    a = spd((3, 5, 5), dtype)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else {}
+    check(lambda a: torch.linalg.cholesky(a, upper=upper), a, **tol)
+    check(lambda a: torch.linalg.cholesky_ex(a, upper=upper), a, **tol)  # (factor, info)
+    check(lambda a: torch.linalg.cholesky(a.transpose(-2, -1)[1:]), a, **tol)  # views, batch of 2
+
+
+def test_cholesky_of_a_matrix_that_is_not_positive_definite():
+    # info is nonzero exactly where the CPU's is; XLA's factor does not say
+    # which minor failed, so the order it names may be lower than the CPU's.
+    a = spd((2, 4, 4), torch.float64)
+    a[1, 2, 2] = -5.0  # the leading minor of order 3 fails
+    info = torch.linalg.cholesky_ex(a.to("tpu")).info.cpu()
+    assert info[0] == 0 and 1 <= info[1] <= 3
+    with pytest.raises(torch.linalg.LinAlgError, match="not positive-definite"):
+        torch.linalg.cholesky(a.to("tpu"))
+    check(torch.linalg.cholesky, a[:1])  # the process goes on
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [False, True])
+@pytest.mark.parametrize("unitriangular", [False, True])
+def test_solve_triangular(upper, left, unitriangular):
+    t = torch.linalg.cholesky(spd((2, 4, 4), torch.float64))
+    t = t.transpose(-2, -1) if upper else t
+    rhs = make((2, 4, 3) if left else (2, 3, 4), torch.float64, seed=2)
+    check(lambda t, b: torch.linalg.solve_triangular(t, b, upper=upper, left=left, unitriangular=unitriangular),
+          t, rhs)
+    check(lambda t, b: torch.linalg.solve_triangular(t[0], b, upper=upper, left=left), t.float(), rhs.float(),
+          rtol=1e-5, atol=1e-5)  # one matrix against a batch
+
+
+def test_multivariate_normal_log_prob_and_gradients():
+    # torch.distributions factors the covariance and solves with the factor;
+    # both backwards are PyTorch's formulas over these lowerings.
+    cov, mean, x = spd((4, 4), torch.float64), make((4,), torch.float64, 1), make((6, 4), torch.float64, 2)
+
+    def log_prob(cov, mean, x):
+        cov, mean = cov.detach().requires_grad_(), mean.detach().requires_grad_()
+        lp = torch.distributions.MultivariateNormal(mean, covariance_matrix=cov).log_prob(x)
+        lp.sum().backward()
+        return lp, cov.grad, mean.grad
+
+    check(log_prob, cov, mean, x)
+
+
+# ---- cdist ----
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 0.0, float("inf"), 3.0, 0.5])
+def test_cdist(p):
+    x1, x2 = make((2, 5, 4), torch.float64), make((2, 6, 4), torch.float64, seed=1)
+    x2[0, 0] = x1[0, 0]  # a zero distance: its gradient is 0
+
+    def run(a, c):
+        a, c = a.detach().requires_grad_(), c.detach().requires_grad_()
+        d = torch.cdist(a, c, p=p)
+        d.backward(torch.ones_like(d) if p == 0 else make(d.shape, torch.float64, 3).to(d.device))
+        return d, a.grad, c.grad
+
+    check(run, x1, x2)
+    check(lambda a, c: torch.cdist(a[0], c[0].t().contiguous().t(), p=p), x1.float(), x2.float(), rtol=1e-5, atol=1e-5)

@@ -196,3 +196,24 @@ def test_isin(invert):
     check(lambda x, t: torch.isin(x, t, invert=invert), x[:0], torch.tensor([1]))  # empty elements
     check(lambda x, t: torch.isin(x, t, out=torch.empty(x.shape, dtype=torch.bool, device=x.device)),
           x, torch.tensor([4, 1]))
+
+
+def test_median_and_nanmedian():
+    # Distinct values (ties may give another index on the CPU); NaN rows.
+    x = torch.randperm(60, generator=torch.Generator().manual_seed(0)).float().view(4, 15) - 30
+    x[1, 3] = x[1, 9] = NAN
+    x[2] = NAN
+    for dim in (0, 1, -1):
+        check(lambda t: torch.median(t, dim), x)
+        # An all-NaN slice's nanmedian index is the CPU selection's choice.
+        check(lambda t: torch.nanmedian(t[[0, 1, 3]], dim, keepdim=True), x)
+    assert torch.nanmedian(x.to("tpu"), 1).values[2].isnan().item()
+    check(torch.median, x)
+    check(torch.nanmedian, x)
+    check(torch.median, x[0])
+    check(lambda t: t.median(), torch.arange(7).flip(0))  # integers
+    check(lambda t: torch.median(t.t()[::2], 1), x)  # a strided view
+    check(lambda t: torch.median(t, 0), torch.tensor(3.0))  # 0-d
+    check(torch.median, x[:0])  # empty: NaN
+    ties = torch.tensor([2.0, 2.0, 1.0, 2.0])
+    assert torch.median(ties.to("tpu"), 0).values.item() == 2.0

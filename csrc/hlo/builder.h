@@ -70,6 +70,9 @@ hlo_value hlo_iota(hlo_builder* b, hlo_type type, int dimension);
 /* Elementwise. `op` is the StableHLO name without prefix ("add", "negate").
  * Operands must have equal types (use hlo_broadcast_to / hlo_convert first). */
 hlo_value hlo_unary(hlo_builder* b, const char* op, hlo_value x);
+/* One of CHLO's special functions ("lgamma", "digamma", "polygamma"),
+ * which XLA expands into primitives; operands of one float type. */
+hlo_value hlo_chlo(hlo_builder* b, const char* op, const hlo_value* operands, int n);
 hlo_value hlo_binary(hlo_builder* b, const char* op, hlo_value x, hlo_value y);
 /* direction: "EQ", "NE", "LT", "LE", "GT", "GE". Result dtype bool. */
 hlo_value hlo_compare(hlo_builder* b, const char* direction, hlo_value x, hlo_value y);

@@ -74,6 +74,13 @@ hlo_value hlo_unary(hlo_builder* b, const char* op, hlo_value x) {
   return emit_op(b, name, &x, 1, NULL, t);
 }
 
+hlo_value hlo_chlo(hlo_builder* b, const char* op, const hlo_value* operands, int n) {
+  if (!values_valid(b, operands, n)) return HLO_INVALID;
+  char name[64];
+  snprintf(name, sizeof name, "chlo.%s", op);
+  return emit_op(b, name, operands, n, NULL, *hlo_type_of(b, operands[0]));
+}
+
 static bool same_types(hlo_builder* b, const char* op, hlo_value x, hlo_value y) {
   if (!hlo_type_equal(hlo_type_of(b, x), hlo_type_of(b, y))) {
     char tx[128], ty[128];

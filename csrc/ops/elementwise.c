@@ -305,6 +305,25 @@ static hlo_value signbit_fn(hlo_builder* b, hlo_value x) {
   return compare_c(b, "LT", x, 0);
 }
 
+/* CHLO's special functions, float16/bfloat16 widened to float32 as
+ * PyTorch's kernels compute them. digamma(+-0) is -1/x (-inf, +inf) in
+ * PyTorch, where XLA gives NaN. */
+static hlo_value special(hlo_builder* b, const char* op, hlo_value n, hlo_value x) {
+  tpu_dtype t = hlo_type_of(b, x)->dtype, wide = t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t;
+  hlo_value operands[2] = {hlo_convert(b, x, wide), HLO_INVALID};
+  if (n != HLO_INVALID) {
+    operands[1] = operands[0];
+    operands[0] = hlo_convert(b, n, wide);
+  }
+  hlo_value r = hlo_chlo(b, op, operands, n != HLO_INVALID ? 2 : 1);
+  if (!strcmp(op, "digamma"))
+    r = hlo_select(b, compare_c(b, "EQ", operands[0], 0),
+                   hlo_binary(b, "divide", hlo_constant_like(b, r, -1), operands[0]), r);
+  return hlo_convert(b, r, t);
+}
+static hlo_value lgamma_fn(hlo_builder* b, hlo_value x) { return special(b, "lgamma", HLO_INVALID, x); }
+static hlo_value digamma_fn(hlo_builder* b, hlo_value x) { return special(b, "digamma", HLO_INVALID, x); }
+
 static const struct unary_op {
   const char* name;
   const char* hlo;
@@ -322,6 +341,7 @@ static const struct unary_op {
     {"ceil", NULL, ceil_fn, PROMOTED},
     {"cos", "cosine", NULL, AS_FLOAT},
     {"cosh", NULL, hlo_cosh, AS_FLOAT},
+    {"digamma", NULL, digamma_fn, AS_FLOAT},
     {"erf", NULL, hlo_erf, AS_FLOAT},
     {"erfc", NULL, hlo_erfc, AS_FLOAT},
     {"erfinv", NULL, hlo_erfinv, AS_FLOAT},
@@ -334,6 +354,7 @@ static const struct unary_op {
     {"isnan", NULL, isnan_fn, PROMOTED},
     {"isneginf", NULL, isneginf_fn, PROMOTED},
     {"isposinf", NULL, isposinf_fn, PROMOTED},
+    {"lgamma", NULL, lgamma_fn, AS_FLOAT},
     {"log", "log", NULL, AS_FLOAT},
     {"log10", NULL, log10_fn, AS_FLOAT},
     {"log1p", "log_plus_one", NULL, AS_FLOAT},
@@ -365,6 +386,16 @@ static tpu_status lower_unary(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_value x = read_unary(l, op->rule);
   tpu_lower_set_output(l, 0, op->fn ? op->fn(b, x) : hlo_unary(b, op->hlo, x));
+  return NULL;
+}
+
+/* polygamma(n, self): the n-th derivative of digamma. */
+static tpu_status lower_polygamma(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  int self = 1;
+  hlo_value x = tpu_lower_value(l, 1, operand_type(l, AS_FLOAT, &self, 1));
+  int64_t n = tpu_lower_int(l, 0, 0);
+  tpu_lower_set_output(l, 0, n == 0 ? digamma_fn(b, x) : special(b, "polygamma", hlo_constant_like(b, x, (double)n), x));
   return NULL;
 }
 
@@ -504,6 +535,7 @@ static const tpu_op_entry entries[] = {
     {"copy", lower_copy, false},
     {"cos", lower_unary, false},
     {"cosh", lower_unary, false},
+    {"digamma", lower_unary, false},
     {"div", lower_div, false},
     {"eq", lower_compare, false},
     {"erf", lower_unary, false},
@@ -528,6 +560,7 @@ static const tpu_op_entry entries[] = {
     {"isposinf", lower_unary, false},
     {"le", lower_compare, false},
     {"lerp", lower_lerp, false},
+    {"lgamma", lower_unary, false},
     {"log", lower_unary, false},
     {"log10", lower_unary, false},
     {"log1p", lower_unary, false},
@@ -543,6 +576,7 @@ static const tpu_op_entry entries[] = {
     {"nan_to_num", lower_nan_to_num, false},
     {"ne", lower_compare, false},
     {"neg", lower_unary, false},
+    {"polygamma", lower_polygamma, false},
     {"pow", lower_binary, false},
     {"reciprocal", lower_unary, false},
     {"remainder", lower_binary, false},

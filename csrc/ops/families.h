@@ -29,6 +29,8 @@ extern const tpu_op_family tpu_ops_grouped_mm;  /* ops/grouped_mm.c */
 extern const tpu_op_family tpu_ops_histogram;   /* ops/histogram.c */
 extern const tpu_op_family tpu_ops_weight_norm; /* ops/weight_norm.c */
 extern const tpu_op_family tpu_ops_grid_sample; /* ops/grid_sample.c */
+extern const tpu_op_family tpu_ops_triangular;  /* ops/triangular.c */
+extern const tpu_op_family tpu_ops_distance;    /* ops/distance.c */
 
 #define TPU_OP_FAMILY(name, table) \
   const tpu_op_family name = {table, (int)(sizeof table / sizeof table[0])}

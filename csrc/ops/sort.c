@@ -1,8 +1,9 @@
-/* Sorting: sort (argsort and msort are composite over it), topk and
- * kthvalue along a dim, searching sorted sequences (searchsorted,
+/* Sorting: sort (argsort and msort are composite over it), topk,
+ * kthvalue and median/nanmedian along a dim, searching sorted sequences (searchsorted,
  * bucketize) and membership (isin). Each sorts values with their int64 positions,
  * stably, with NaN above every number as PyTorch orders it; their
  * backwards are scatters that indexing.c lowers. */
+#include <math.h>
 #include <string.h>
 
 #include "hlo/sort_ops.h"
@@ -101,6 +102,57 @@ static tpu_status lower_kthvalue(tpu_lowering* l) {
   return NULL;
 }
 
+/* median(self) and median.dim(self, dim, keepdim), and nanmedian's:
+ * the lower median, the ((n - 1) / 2)-th smallest, along dim (of every
+ * value when there is none), with its index. median gives NaN, at the
+ * first NaN's index, for a slice holding one; nanmedian leaves NaN out
+ * (an all-NaN slice gives NaN). Ties give the first index in the input's
+ * order, where the CPU's selection may give another. The position is per
+ * slice, so it is picked by comparison with the sorted positions. */
+static tpu_status lower_median(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  bool along_dim = tpu_lower_output_count(l) == 2, skip_nan = !strcmp(tpu_lower_op_name(l), "nanmedian");
+  hlo_type out = tpu_lower_output_type(l, 0), in = tpu_lower_arg_type(l, 0);
+  int64_t numel = hlo_type_numel(&in);
+  if (numel == 0 || hlo_type_numel(&out) == 0) {
+    tpu_lower_set_output(l, 0, hlo_constant(b, out.dtype, tpu_dtype_is_float(out.dtype) ? NAN : 0));
+    if (along_dim) tpu_lower_set_output(l, 1, hlo_constant(b, TPU_I64, 0));
+    return NULL;
+  }
+  hlo_value x = tpu_lower_tensor(l, 0);
+  int64_t dim = along_dim ? tpu_lower_int(l, 1, -1) : 0;
+  if (!along_dim || in.rank == 0) {
+    x = hlo_reshape(b, x, 1, &numel);
+    dim = 0;
+  }
+  hlo_type t = *hlo_type_of(b, x);
+  if (dim < 0) dim += t.rank;
+  int64_t n = t.dims[dim];
+  t.dtype = TPU_I64;
+  hlo_value pair[2] = {x, hlo_iota(b, t, (int)dim)}, sorted[2];
+  hlo_sort(b, pair, 2, (int)dim, false, sorted);
+  hlo_value count = hlo_reduce(b, hlo_convert(b, hlo_compare(b, "EQ", x, x), TPU_I64), hlo_constant(b, TPU_I64, 0),
+                               "add", &dim, 1);
+  hlo_value middle = hlo_constant_like(b, count, (double)((n - 1) / 2)), pos;
+  if (skip_nan)
+    pos = hlo_select(b, hlo_compare(b, "EQ", count, hlo_constant_like(b, count, 0)), middle,
+                     hlo_binary(b, "divide", hlo_binary(b, "subtract", count, hlo_constant_like(b, count, 1)),
+                                hlo_constant_like(b, count, 2)));
+  else
+    pos = hlo_select(b, hlo_compare(b, "LT", count, hlo_constant_like(b, count, (double)n)), count, middle);
+  int64_t kept[TPU_MAX_RANK];
+  for (int d = 0, k = 0; d < t.rank; d++)
+    if (d != dim) kept[k++] = d;
+  hlo_value at = hlo_compare(b, "EQ", hlo_iota(b, t, (int)dim), hlo_broadcast_in_dim(b, pos, t.rank, t.dims, kept));
+  hlo_value value = hlo_reduce(b, hlo_select(b, at, sorted[0], hlo_constant_like(b, sorted[0], 0)),
+                               hlo_constant(b, hlo_type_of(b, sorted[0])->dtype, 0), "add", &dim, 1);
+  tpu_lower_set_output(l, 0, value);
+  if (along_dim)
+    tpu_lower_set_output(l, 1, hlo_reduce(b, hlo_select(b, at, sorted[1], hlo_constant_like(b, sorted[1], 0)),
+                                          hlo_constant(b, TPU_I64, 0), "add", &dim, 1));
+  return NULL;
+}
+
 /* searchsorted(sorted_sequence, self, out_int32, right, side, sorter) and
  * bucketize(self, boundaries, out_int32, right): for each value, how many
  * boundaries (along the sequence's last dim) lie before it, "< value" or,
@@ -172,6 +224,8 @@ static const tpu_op_entry entries[] = {
     {"bucketize", lower_searchsorted, false},
     {"isin", lower_isin, false},
     {"kthvalue", lower_kthvalue, false},
+    {"median", lower_median, false},
+    {"nanmedian", lower_median, false},
     {"searchsorted", lower_searchsorted, false},
     {"sort", lower_sort, false},
     {"topk", lower_topk, false},

@@ -1,0 +1,21 @@
+/* Cholesky and triangular solves as StableHLO ops. */
+#include <stdio.h>
+
+#include "hlo/builder_impl.h"
+#include "hlo/linalg_ops.h"
+
+hlo_value hlo_cholesky(hlo_builder* b, hlo_value a, bool lower) {
+  if (!values_valid(b, &a, 1)) return HLO_INVALID;
+  return emit_op(b, "stablehlo.cholesky", &a, 1, lower ? "lower = true" : "lower = false", *hlo_type_of(b, a));
+}
+
+hlo_value hlo_triangular_solve(hlo_builder* b, hlo_value a, hlo_value rhs, bool left_side, bool lower,
+                               bool unit_diagonal) {
+  hlo_value operands[2] = {a, rhs};
+  if (!values_valid(b, operands, 2)) return HLO_INVALID;
+  char attrs[200];
+  snprintf(attrs, sizeof attrs,
+           "left_side = %s, lower = %s, unit_diagonal = %s, transpose_a = #stablehlo<transpose NO_TRANSPOSE>",
+           left_side ? "true" : "false", lower ? "true" : "false", unit_diagonal ? "true" : "false");
+  return emit_op(b, "stablehlo.triangular_solve", operands, 2, attrs, *hlo_type_of(b, rhs));
+}
