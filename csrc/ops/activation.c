@@ -25,7 +25,7 @@ typedef struct act {
 
 static act act_of(tpu_lowering* l) {
   act a = {l, tpu_lower_builder(l), tpu_lower_output_type(l, 0)};
-  if (a.type.dtype == TPU_F16 || a.type.dtype == TPU_BF16) a.type.dtype = TPU_F32;
+  a.type.dtype = tpu_dtype_compute(a.type.dtype);
   return a;
 }
 
@@ -379,7 +379,7 @@ typedef struct glu_halves {
 static glu_halves glu_split(tpu_lowering* l, int self, int dim_arg) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type t = tpu_lower_arg_type(l, self);
-  tpu_dtype dtype = t.dtype == TPU_F16 || t.dtype == TPU_BF16 ? TPU_F32 : t.dtype;
+  tpu_dtype dtype = tpu_dtype_compute(t.dtype);
   hlo_value x = tpu_lower_value(l, self, dtype);
   int64_t dim = tpu_lower_int(l, dim_arg, -1);
   if (dim < 0) dim += t.rank;

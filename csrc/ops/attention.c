@@ -10,13 +10,11 @@
 #include "hlo/reduce_extra_ops.h"
 #include "ops/families.h"
 
-static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 /* native_dropout_backward(grad_output, mask, scale): grad * mask * scale,
  * in float32 for float16/bfloat16 as PyTorch's opmath does. */
 static tpu_status lower_native_dropout_backward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
-  tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
+  tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
   hlo_value grad = tpu_lower_value(l, 0, t);
   hlo_type shape = *hlo_type_of(b, grad);
   hlo_value kept = hlo_convert(b, tpu_lower_tensor(l, 1), t);
@@ -101,7 +99,7 @@ typedef struct block_args {
 static bool block_begin(tpu_lowering* l, const block_args* a, int64_t* out_embed, int64_t* out_heads,
                         tpu_dtype* out_type) {
   hlo_type x = tpu_lower_output_type(l, 0);
-  *out_type = acc_type(x.dtype);
+  *out_type = tpu_dtype_compute(x.dtype);
   *out_embed = tpu_lower_int(l, a->embed, 0);
   *out_heads = tpu_lower_int(l, a->embed + 1, 1);
   if (x.rank != 3 || *out_heads <= 0 || *out_embed % *out_heads != 0 || x.dims[2] != *out_embed) {

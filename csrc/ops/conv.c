@@ -24,10 +24,6 @@ typedef struct conv_params {
   bool transposed;
 } conv_params;
 
-static tpu_dtype compute_type(tpu_dtype t) {
-  return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t;
-}
-
 /* An int list of n entries; a single entry stands for all n. */
 static bool read_list(tpu_lowering* l, int index, int n, int64_t fallback, int64_t* out) {
   const int64_t* items;
@@ -140,7 +136,7 @@ static const int64_t* spatial_dims(const hlo_type* t) { return t->dims + 2; }
 static tpu_status lower_convolution(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type out = tpu_lower_output_type(l, 0);
-  tpu_dtype t = compute_type(out.dtype);
+  tpu_dtype t = tpu_dtype_compute(out.dtype);
   conv_params p;
   if (!read_params(l, 3, tpu_lower_arg_type(l, 1).rank, &p)) return NULL;
   hlo_value x = tpu_lower_value(l, 0, t), w = tpu_lower_value(l, 1, t);
@@ -159,7 +155,7 @@ static tpu_status lower_convolution(tpu_lowering* l) {
 static tpu_status lower_convolution_backward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type wt = tpu_lower_arg_type(l, 2);
-  tpu_dtype t = compute_type(wt.dtype);
+  tpu_dtype t = tpu_dtype_compute(wt.dtype);
   conv_params p;
   if (!read_params(l, 4, wt.rank, &p)) return NULL;
   const double* mask;

@@ -12,8 +12,6 @@
 #include "hlo/elementwise_extra_ops.h"
 #include "ops/families.h"
 
-static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 /* x1 - x2 over every pair: [.., P, R, M], operands read at 1 and 2 (the
  * backward) or 0 and 1, broadcast over the batch of `out` ([.., P, R]). */
 static hlo_value differences(tpu_lowering* l, int first, const hlo_type* out, tpu_dtype t) {
@@ -50,7 +48,7 @@ static tpu_status lower_cdist(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type out = tpu_lower_output_type(l, 0);
   double p = tpu_lower_float(l, 2, 2.0);
-  tpu_dtype t = acc_type(out.dtype);
+  tpu_dtype t = tpu_dtype_compute(out.dtype);
   hlo_value d = hlo_unary(b, "abs", differences(l, 0, &out, t)), r;
   if (p == 0)
     r = sum_last(b, hlo_convert(b, hlo_compare(b, "NE", d, hlo_constant_like(b, d, 0)), t), "add", 0);
@@ -74,7 +72,7 @@ static tpu_status lower_cdist_backward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type pairwise = tpu_lower_arg_type(l, 4), out = tpu_lower_output_type(l, 0);
   double p = tpu_lower_float(l, 3, 2.0);
-  tpu_dtype t = acc_type(out.dtype);
+  tpu_dtype t = tpu_dtype_compute(out.dtype);
   pairwise.dtype = t;
   int r = pairwise.rank;
   hlo_value diff = differences(l, 1, &pairwise, t);

@@ -10,11 +10,9 @@
 #include "hlo/elementwise_extra_ops.h"
 #include "ops/families.h"
 
-static tpu_dtype widened(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 /* The type of an op with float results: integers and bools compute in the
  * default dtype, float32. */
-static tpu_dtype float_of(tpu_dtype t) { return tpu_dtype_is_float(t) ? widened(t) : TPU_F32; }
+static tpu_dtype float_of(tpu_dtype t) { return tpu_dtype_is_float(t) ? tpu_dtype_compute(t) : TPU_F32; }
 
 /* Reads the operands at `indices` (tensors or runtime scalars) converted to
  * `dtype` and broadcast to their common shape; returns that type. */
@@ -85,7 +83,7 @@ static tpu_status lower_add(tpu_lowering* l) {
   const char* name = tpu_lower_op_name(l);
   bool reversed = strcmp(name, "rsub") == 0;
   int operands[2] = {0, 1};
-  tpu_dtype t = widened(tpu_lower_result_type(l, operands, 2));
+  tpu_dtype t = tpu_dtype_compute(tpu_lower_result_type(l, operands, 2));
   hlo_value v[2];
   hlo_type shape = read_operands(l, operands, 2, t, v);
   hlo_value x = v[reversed], y = v[!reversed];
@@ -106,7 +104,7 @@ static tpu_status lower_div(tpu_lowering* l) {
   int operands[2] = {0, 1};
   tpu_dtype t = tpu_lower_result_type(l, operands, 2);
   hlo_value v[2];
-  read_operands(l, operands, 2, mode ? widened(t) : float_of(t), v);
+  read_operands(l, operands, 2, mode ? tpu_dtype_compute(t) : float_of(t), v);
   hlo_value q;
   if (!mode) {
     q = hlo_binary(b, "divide", v[0], v[1]);
@@ -208,7 +206,7 @@ static const struct binary_op {
 static tpu_dtype operand_type(tpu_lowering* l, operand_rule rule, const int* indices, int count) {
   if (rule == AS_BOOL) return TPU_BOOL;
   tpu_dtype t = tpu_lower_result_type(l, indices, count);
-  return rule == AS_FLOAT ? float_of(t) : widened(t);
+  return rule == AS_FLOAT ? float_of(t) : tpu_dtype_compute(t);
 }
 
 /* op(self, other): either may be a Python scalar (pow.Scalar, remainder.Scalar_Tensor). */
@@ -309,7 +307,7 @@ static hlo_value signbit_fn(hlo_builder* b, hlo_value x) {
  * PyTorch's kernels compute them. digamma(+-0) is -1/x (-inf, +inf) in
  * PyTorch, where XLA gives NaN. */
 static hlo_value special(hlo_builder* b, const char* op, hlo_value n, hlo_value x) {
-  tpu_dtype t = hlo_type_of(b, x)->dtype, wide = t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t;
+  tpu_dtype t = hlo_type_of(b, x)->dtype, wide = tpu_dtype_compute(t);
   hlo_value operands[2] = {hlo_convert(b, x, wide), HLO_INVALID};
   if (n != HLO_INVALID) {
     operands[1] = operands[0];
@@ -474,7 +472,7 @@ static tpu_status lower_clamp(tpu_lowering* l) {
   int hi = both_bounds ? 2 : (lo < 0 ? 1 : -1);
   int operands[3] = {0, 1, 2};
   int count = both_bounds ? 3 : 2;
-  tpu_dtype t = widened(tpu_lower_result_type(l, operands, count));
+  tpu_dtype t = tpu_dtype_compute(tpu_lower_result_type(l, operands, count));
   hlo_type shape = tpu_lower_broadcast_type(l, operands, count, t);
   hlo_value x = tpu_lower_value_as(l, 0, &shape);
   if (lo > 0 && !tpu_lower_is_none(l, lo)) x = maximum_fn(b, x, tpu_lower_value_as(l, lo, &shape));
@@ -497,7 +495,7 @@ static tpu_status lower_addc(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   int operands[3] = {0, 1, 2};
   hlo_value v[3];
-  hlo_type shape = read_operands(l, operands, 3, widened(tpu_lower_result_type(l, operands, 3)), v);
+  hlo_type shape = read_operands(l, operands, 3, tpu_dtype_compute(tpu_lower_result_type(l, operands, 3)), v);
   hlo_value scaled = v[1];
   if (!tpu_lower_is_none(l, 3))
     scaled = hlo_binary(b, "multiply", tpu_lower_value_as(l, 3, &shape), scaled);

@@ -12,8 +12,6 @@
 
 enum { MODE_SUM, MODE_MEAN, MODE_MAX };
 
-static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 /* Dims 1.. of a rank-`rank` array: the window of a row gather/scatter. */
 static int row_window(int rank, int64_t* out) {
   for (int d = 1; d < rank; d++) out[d - 1] = d;
@@ -97,10 +95,10 @@ static tpu_status lower_embedding_backward(tpu_lowering* l) {
     return NULL;
   }
   int64_t rows_dims[2] = {n, table.dims[1]};
-  hlo_value rows = hlo_reshape(b, tpu_lower_value(l, 0, acc_type(table.dtype)), 2, rows_dims);
+  hlo_value rows = hlo_reshape(b, tpu_lower_value(l, 0, tpu_dtype_compute(table.dtype)), 2, rows_dims);
   hlo_value keep = not_padding(b, indices, tpu_lower_int(l, 3, -1));
   rows = hlo_select(b, per_row(b, keep, rows), rows, hlo_constant_like(b, rows, 0));
-  table.dtype = acc_type(table.dtype);
+  table.dtype = tpu_dtype_compute(table.dtype);
   bool by_freq = tpu_lower_bool(l, 4, false);
   tpu_lower_set_output(l, 0, accumulate_rows(b, indices, rows, &table, by_freq));
   return NULL;
@@ -174,7 +172,7 @@ static tpu_status lower_embedding_bag(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type out = tpu_lower_output_type(l, 0);
   int64_t mode = tpu_lower_int(l, 4, MODE_SUM);
-  hlo_value weight = tpu_lower_value(l, 0, acc_type(out.dtype));
+  hlo_value weight = tpu_lower_value(l, 0, tpu_dtype_compute(out.dtype));
   hlo_value indices = flat_i64(l, 1);
   int64_t n = hlo_type_of(b, indices)->dims[0];
   if (out.rank != 2 || hlo_type_numel(&out) == 0 || n == 0) {
@@ -260,7 +258,7 @@ static tpu_status lower_embedding_bag_backward(tpu_lowering* l) {
                    "aten::_embedding_bag_backward: tpu has no sparse tensors; use sparse=False");
     return NULL;
   }
-  table.dtype = acc_type(table.dtype);
+  table.dtype = tpu_dtype_compute(table.dtype);
   hlo_value grad = tpu_lower_value(l, 0, table.dtype);
   bags g = bags_of_call(l, f->offsets, f->offset2bag, 1, f->padding_idx, gt.dims[0]);
   int64_t mode = tpu_lower_int(l, f->mode, MODE_SUM);
@@ -311,7 +309,7 @@ static tpu_status lower_per_sample_weights_backward(tpu_lowering* l) {
     tpu_lower_set_output(l, 0, hlo_constant(b, out.dtype, 0));
     return NULL;
   }
-  tpu_dtype t = acc_type(out.dtype);
+  tpu_dtype t = tpu_dtype_compute(out.dtype);
   bags g = bags_of_call(l, 3, 4, 2, 6, gt.dims[0]);
   hlo_value grad_rows = gather_rows(b, tpu_lower_value(l, 0, t), g.bag);
   hlo_value weight_rows = gather_rows(b, tpu_lower_value(l, 1, t), g.indices);

@@ -37,8 +37,6 @@ typedef struct foreach_op {
   const char* hlo; /* the StableHLO op the item function applies */
 } foreach_op;
 
-static tpu_dtype widened(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 /* Argument `arg` for item k, converted to t's dtype and broadcast to its shape. */
 static hlo_value operand(foreach_call* c, int arg, int k, const hlo_type* t) {
   hlo_builder* b = c->b;
@@ -202,7 +200,7 @@ static tpu_status lower_foreach(tpu_lowering* l) {
   }
   for (int k = 0; k < c.count && !hlo_failed(c.b); k++) {
     hlo_type t = tpu_lower_output_type(l, k);
-    t.dtype = widened(t.dtype);
+    t.dtype = tpu_dtype_compute(t.dtype);
     tpu_lower_set_output(l, k, c.op->item(&c, k, &t));
   }
 done:

@@ -19,8 +19,6 @@
  * float32. */
 #include "ops/families.h"
 
-static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 /* x broadcast to (G, x's dims), zero where position i of x's dim `dim` is
  * outside group g. */
 static hlo_value mask_groups(hlo_builder* b, hlo_value x, int dim, hlo_value offs, int64_t groups) {
@@ -54,7 +52,7 @@ static tpu_status lower_grouped_mm(tpu_lowering* l) {
     return NULL;
   }
   hlo_type a_type = tpu_lower_arg_type(l, 0), b_type = tpu_lower_arg_type(l, 1);
-  tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = acc_type(out);
+  tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = tpu_dtype_compute(out);
   hlo_value x = tpu_lower_value(l, 0, out), y = tpu_lower_value(l, 1, out);
   static const int64_t first[1] = {0}, two[1] = {2}, one[1] = {1};
   hlo_value r;

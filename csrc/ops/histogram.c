@@ -21,7 +21,7 @@ static tpu_status lower_histc(tpu_lowering* l) {
   hlo_type in = tpu_lower_arg_type(l, 0), out = tpu_lower_output_type(l, 0);
   int64_t bins = out.dims[0], numel = hlo_type_numel(&in), zero = 0;
   tpu_dtype t = in.dtype == TPU_F64 ? TPU_F64 : TPU_F32;
-  tpu_dtype count_type = out.dtype == TPU_F16 || out.dtype == TPU_BF16 ? TPU_F32 : out.dtype;
+  tpu_dtype count_type = tpu_dtype_compute(out.dtype);
   hlo_value x = hlo_reshape(b, tpu_lower_value(l, 0, t), 1, &numel);
   double min = tpu_lower_scalar_constant(l, 2), max = tpu_lower_scalar_constant(l, 3);
   hlo_value lo = hlo_constant(b, t, min), hi = hlo_constant(b, t, max);

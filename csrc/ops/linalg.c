@@ -33,8 +33,6 @@ static const contraction contractions[] = {
     {"vdot", 0, {0}, {0}, 1, false},        /* real dtypes only: no conjugate */
 };
 
-static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 /* Scalar argument `index` as a 0-d value of t broadcast to like's shape. */
 static hlo_value scalar_like(tpu_lowering* l, int index, tpu_dtype t, hlo_value like) {
   hlo_builder* b = tpu_lower_builder(l);
@@ -51,7 +49,7 @@ static tpu_status lower_product(tpu_lowering* l) {
     if (!strcmp(contractions[i].name, name)) c = &contractions[i];
   if (!c) return TPU_ERROR(TPU_INTERNAL, "aten::%s has no contraction", name);
   int first = c->accumulates ? 1 : 0;
-  tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = acc_type(out);
+  tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = tpu_dtype_compute(out);
   hlo_value lhs = tpu_lower_value(l, first, out), rhs = tpu_lower_value(l, first + 1, out);
   static const int64_t batch_dims[1] = {0};
   hlo_value r = hlo_dot_general(b, lhs, rhs, batch_dims, batch_dims, c->batch, c->lhs, c->rhs,

@@ -15,8 +15,6 @@
 
 enum { REDUCTION_NONE, REDUCTION_MEAN, REDUCTION_SUM };
 
-static tpu_dtype widened(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 static hlo_value sum_all(hlo_builder* b, hlo_value x) {
   hlo_type t = *hlo_type_of(b, x);
   int64_t dims[TPU_MAX_RANK];
@@ -150,7 +148,7 @@ static tpu_status lower_pointwise(tpu_lowering* l) {
   int operands[4] = {0, 1, 2, 3}, count = self + 2;
   if (op->weighted && !tpu_lower_is_none(l, self + 2)) count++;
   tpu_dtype out = tpu_lower_output_type(l, 0).dtype;
-  hlo_type type = tpu_lower_broadcast_type(l, operands, count, widened(out));
+  hlo_type type = tpu_lower_broadcast_type(l, operands, count, tpu_dtype_compute(out));
   pointwise p = {l, tpu_lower_builder(l), type, self, HLO_INVALID, HLO_INVALID};
   p.x = tpu_lower_value_as(l, self, &p.type);
   p.y = tpu_lower_value_as(l, self + 1, &p.type);
@@ -207,7 +205,7 @@ static hlo_value pick(hlo_builder* b, const nll* n, hlo_value v) {
 static nll nll_of(tpu_lowering* l, int self) {
   hlo_builder* b = tpu_lower_builder(l);
   nll n = {tpu_lower_arg_type(l, self), 0, {0}, HLO_INVALID, HLO_INVALID, HLO_INVALID};
-  n.in.dtype = widened(n.in.dtype);
+  n.in.dtype = tpu_dtype_compute(n.in.dtype);
   n.class_dim = n.in.rank == 1 ? 0 : 1;
   for (int i = 0, j = 0; i < n.in.rank; i++)
     if (i != n.class_dim) n.kept[j++] = i;

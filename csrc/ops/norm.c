@@ -13,8 +13,6 @@
 
 #include "ops/families.h"
 
-static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 /* Where a normalization's statistics and parameters sit in x's working shape. */
 typedef struct norm_layout {
   hlo_type shape;                   /* x as the lowering sees it, compute dtype */
@@ -102,7 +100,7 @@ static void put_masked(tpu_lowering* l, int mask, const hlo_value* grads, int co
 /* Batch norm's layout: statistics per channel (dim 1), over the rest. */
 static norm_layout batch_layout(tpu_lowering* l, int input) {
   norm_layout L = {tpu_lower_arg_type(l, input), {0}, 0, {1}, 1};
-  L.shape.dtype = acc_type(L.shape.dtype);
+  L.shape.dtype = tpu_dtype_compute(L.shape.dtype);
   L.stat_count = complement(L.param_dims, 1, L.shape.rank, L.stat_dims);
   return L;
 }
@@ -264,7 +262,7 @@ static tpu_status lower_batch_norm_backward(tpu_lowering* l) {
 static tpu_status lower_layer_norm_backward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   norm_layout L = {tpu_lower_arg_type(l, 1), {0}, 0, {0}, 0};
-  L.shape.dtype = acc_type(L.shape.dtype);
+  L.shape.dtype = tpu_dtype_compute(L.shape.dtype);
   const int64_t* normalized;
   int count = tpu_lower_int_list(l, 2, &normalized);
   if (count > L.shape.rank) {
@@ -301,7 +299,7 @@ static tpu_status lower_group_norm_backward(tpu_lowering* l) {
     return NULL;
   }
   int64_t dims[4] = {n, groups, c / groups, hw};
-  norm_layout L = {hlo_type_make(acc_type(in.dtype), 4, dims), {2, 3}, 2, {1, 2}, 2};
+  norm_layout L = {hlo_type_make(tpu_dtype_compute(in.dtype), 4, dims), {2, 3}, 2, {1, 2}, 2};
   tpu_dtype t = L.shape.dtype;
   hlo_value dy = hlo_reshape(b, tpu_lower_value(l, 0, t), 4, dims);
   hlo_value x = hlo_reshape(b, tpu_lower_value(l, 1, t), 4, dims);

@@ -15,8 +15,6 @@ typedef struct pool_params {
   int64_t in[POOL_DIMS], out[POOL_DIMS]; /* spatial sizes */
 } pool_params;
 
-static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 /* Zeros of dtype t and the given shape. */
 static hlo_value zeros(hlo_builder* b, tpu_dtype t, int rank, const int64_t* dims) {
   return hlo_broadcast_in_dim(b, hlo_constant(b, t, 0), rank, dims, NULL);
@@ -109,7 +107,7 @@ static tpu_status lower_max_pool(tpu_lowering* l) {
 static tpu_status lower_max_pool_backward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type out = tpu_lower_output_type(l, 0), dyt = tpu_lower_arg_type(l, 0);
-  tpu_dtype t = acc_type(out.dtype);
+  tpu_dtype t = tpu_dtype_compute(out.dtype);
   int64_t plane = out.dims[out.rank - 2] * out.dims[out.rank - 1];
   int64_t windows = dyt.dims[dyt.rank - 2] * dyt.dims[dyt.rank - 1];
   int64_t planes = plane ? hlo_type_numel(&out) / plane : 0, flat = planes * plane;
@@ -151,7 +149,7 @@ static hlo_value avg_divisor(hlo_builder* b, const pool_params* p, bool include_
 static tpu_status lower_avg_pool(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type in = tpu_lower_arg_type(l, 0), out = tpu_lower_output_type(l, 0);
-  tpu_dtype t = acc_type(out.dtype);
+  tpu_dtype t = tpu_dtype_compute(out.dtype);
   pool_params p;
   if (!read_params(l, 1, false, &in, &out, &p)) return NULL;
   hlo_window w = pool_window(&p);
@@ -170,7 +168,7 @@ static tpu_status lower_avg_pool(tpu_lowering* l) {
 static tpu_status lower_avg_pool_backward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type in = tpu_lower_arg_type(l, 1), dyt = tpu_lower_arg_type(l, 0);
-  tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
+  tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
   pool_params p;
   if (!read_params(l, 2, false, &in, &dyt, &p)) return NULL;
   hlo_value dy = tpu_lower_value(l, 0, t);
@@ -246,7 +244,7 @@ static void spatial_sizes(const hlo_type* t, int64_t* out) {
 static tpu_status lower_adaptive_avg_pool(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type in = tpu_lower_arg_type(l, 0), out = tpu_lower_output_type(l, 0);
-  tpu_dtype t = acc_type(out.dtype);
+  tpu_dtype t = tpu_dtype_compute(out.dtype);
   int64_t sin[POOL_DIMS], sout[POOL_DIMS];
   spatial_sizes(&in, sin);
   spatial_sizes(&out, sout);
@@ -273,7 +271,7 @@ static tpu_status lower_adaptive_avg_pool(tpu_lowering* l) {
 static tpu_status lower_adaptive_avg_pool_backward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type in = tpu_lower_arg_type(l, 1), dyt = tpu_lower_arg_type(l, 0);
-  tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
+  tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
   int64_t sin[POOL_DIMS], sout[POOL_DIMS];
   spatial_sizes(&in, sin);
   spatial_sizes(&dyt, sout);

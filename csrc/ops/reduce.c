@@ -14,8 +14,6 @@
 #include "ops/families.h"
 
 /* float16/bfloat16 accumulate in float32, as PyTorch's CPU kernels do. */
-static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 /* What a reduction covers: its input's type and the dims it reduces. */
 typedef struct reduction {
   hlo_type in;
@@ -107,11 +105,11 @@ static tpu_status lower_sum_prod(tpu_lowering* l) {
   const char* name = tpu_lower_op_name(l);
   reduction r = reduction_of(l, 0, 1, true);
   tpu_dtype out = tpu_lower_output_type(l, 0).dtype;
-  hlo_value x = hlo_convert(b, tpu_lower_value(l, 0, out), acc_type(out));
+  hlo_value x = hlo_convert(b, tpu_lower_value(l, 0, out), tpu_dtype_compute(out));
   if (!strcmp(name, "nansum") && tpu_dtype_is_float(out))
     x = hlo_select(b, hlo_compare(b, "NE", x, x), hlo_constant_like(b, x, 0), x);
   const char* reducer = !strcmp(name, "prod") ? "multiply" : "add";
-  tpu_lower_set_output(l, 0, reduce(b, x, acc_type(out), reducer, &r));
+  tpu_lower_set_output(l, 0, reduce(b, x, tpu_dtype_compute(out), reducer, &r));
   return NULL;
 }
 
@@ -120,7 +118,7 @@ static tpu_status lower_sum_prod(tpu_lowering* l) {
 static tpu_status lower_mean(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   reduction r = reduction_of(l, 0, 1, true);
-  tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
+  tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
   hlo_value sum = reduce(b, tpu_lower_value(l, 0, t), t, "add", &r);
   hlo_value count = hlo_constant_like(b, sum, (double)reduced_count(&r));
   tpu_lower_set_output(l, 0, hlo_binary(b, "divide", sum, count));
@@ -184,7 +182,7 @@ static tpu_status lower_arg_extreme(tpu_lowering* l) {
 static tpu_status lower_moments(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   reduction r = reduction_of(l, 0, 1, true);
-  tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
+  tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
   hlo_value x = tpu_lower_value(l, 0, t);
   hlo_value count = hlo_constant(b, t, (double)reduced_count(&r));
   hlo_value sum = reduce(b, x, t, "add", &r);
@@ -208,7 +206,7 @@ static tpu_status lower_norm(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   double p = tpu_lower_is_none(l, 1) ? 2 : tpu_lower_scalar_constant(l, 1);
   reduction r = reduction_of(l, 0, 2, true);
-  tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = acc_type(out);
+  tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = tpu_dtype_compute(out);
   hlo_value x = hlo_convert(b, tpu_lower_value(l, 0, out), t);
   hlo_value a = hlo_unary(b, "abs", x);
   hlo_value result;
@@ -265,7 +263,7 @@ static hlo_value shift_by_max(hlo_builder* b, hlo_value x, const reduction* r, b
 static tpu_status lower_logsumexp(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   reduction r = reduction_of(l, 0, 1, true);
-  tpu_dtype t = acc_type(tpu_lower_output_type(l, 0).dtype);
+  tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
   hlo_value m;
   hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), &r, true, &m);
   hlo_value sum = reduce(b, hlo_unary(b, "exponential", shifted), t, "add", &r);
@@ -278,7 +276,7 @@ static tpu_status lower_logsumexp(tpu_lowering* l) {
 static tpu_status lower_softmax(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   reduction r = reduction_of(l, 0, 1, true);
-  tpu_dtype t = acc_type(r.in.dtype);
+  tpu_dtype t = tpu_dtype_compute(r.in.dtype);
   hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), &r, false, NULL);
   hlo_value e = hlo_unary(b, "exponential", shifted);
   hlo_value sum = expand_back(b, reduce(b, e, t, "add", &r), &r);
@@ -295,7 +293,7 @@ static tpu_status lower_softmax(tpu_lowering* l) {
 static tpu_status lower_softmax_backward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   reduction r = reduction_of(l, 1, 2, true);
-  tpu_dtype t = acc_type(r.in.dtype);
+  tpu_dtype t = tpu_dtype_compute(r.in.dtype);
   hlo_value grad = tpu_lower_value(l, 0, t), y = tpu_lower_value(l, 1, t);
   hlo_value result;
   if (!strcmp(tpu_lower_op_name(l), "_log_softmax_backward_data")) {
@@ -316,7 +314,7 @@ static tpu_status lower_softmax_backward(tpu_lowering* l) {
 static tpu_status lower_cumulative(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   reduction r = reduction_of(l, 0, 1, true);
-  tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = acc_type(out);
+  tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = tpu_dtype_compute(out);
   hlo_value x = hlo_convert(b, tpu_lower_value(l, 0, out), t);
   const char* reducer = !strcmp(tpu_lower_op_name(l), "cumprod") ? "multiply" : "add";
   if (r.count == 1) x = hlo_cumulative(b, x, identity(b, t, reducer), reducer, (int)r.dims[0]);

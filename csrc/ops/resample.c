@@ -19,8 +19,6 @@
 
 #define MAX_SPATIAL 3
 
-static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 #define MAX_TAPS 4
 
 /* Where output positions along one dim read from: index (i64 [out]) and,
@@ -211,7 +209,7 @@ static tpu_status lower_resample(tpu_lowering* l, resample_mode mode) {
                    tpu_dtype_name(out.dtype));
     return NULL;
   }
-  tpu_dtype t = acc_type(out.dtype);
+  tpu_dtype t = tpu_dtype_compute(out.dtype);
   bool align_corners = blends && tpu_lower_bool(l, first_scale - 1, false);
   taps k[MAX_SPATIAL];
   for (int i = 0; i < dims; i++) {

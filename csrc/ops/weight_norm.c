@@ -10,8 +10,6 @@
  * them, as PyTorch's kernels give. */
 #include "ops/families.h"
 
-static tpu_dtype acc_type(tpu_dtype t) { return t == TPU_F16 || t == TPU_BF16 ? TPU_F32 : t; }
-
 /* Shapes (in the compute dtype) and the dims the norm covers: all but
  * `dim` (dim -1 keeps none), for v and g at these argument positions. */
 typedef struct norm_shape {
@@ -23,7 +21,7 @@ typedef struct norm_shape {
 
 static norm_shape norm_shape_of(tpu_lowering* l, int v_at, int g_at, int dim_at) {
   norm_shape n = {tpu_lower_arg_type(l, v_at), tpu_lower_arg_type(l, g_at), TPU_F32, {0}, 0};
-  n.t = n.v.dtype = n.g.dtype = acc_type(n.v.dtype);
+  n.t = n.v.dtype = n.g.dtype = tpu_dtype_compute(n.v.dtype);
   int64_t dim = tpu_lower_int(l, dim_at, 0);
   for (int d = 0; d < n.v.rank; d++)
     if (d != dim) n.dims[n.count++] = d;

@@ -23,3 +23,7 @@ bool tpu_dtype_is_signed_int(tpu_dtype dtype) { return dtype >= TPU_I8 && dtype 
 bool tpu_dtype_is_integral(tpu_dtype dtype) {
   return (dtype >= TPU_U8 && dtype <= TPU_I64) || dtype == TPU_U32 || dtype == TPU_U64;
 }
+
+tpu_dtype tpu_dtype_compute(tpu_dtype dtype) {
+  return dtype == TPU_F16 || dtype == TPU_BF16 ? TPU_F32 : dtype;
+}

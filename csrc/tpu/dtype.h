@@ -33,6 +33,9 @@ const char* tpu_dtype_mlir(tpu_dtype dtype);     /* "f32", as MLIR spells it */
 bool tpu_dtype_is_float(tpu_dtype dtype);
 bool tpu_dtype_is_signed_int(tpu_dtype dtype);   /* i8..i64 */
 bool tpu_dtype_is_integral(tpu_dtype dtype);     /* u8, i8..i64, u32, u64 (not bool) */
+/* The type arithmetic runs in: float16/bfloat16 widen to float32, as in
+ * ATen's CPU kernels; every other type is itself. */
+tpu_dtype tpu_dtype_compute(tpu_dtype dtype);
 
 #ifdef __cplusplus
 }
