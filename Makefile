@@ -59,12 +59,12 @@ ctest: $(TEST_BIN) | $(STAMP)
 # examples in debug mode (debug runs strict's programs, awaiting each).
 PARITY_TESTS := $(sort $(wildcard tests/test_elementwise.py tests/test_reduce.py tests/test_linalg.py \
                   tests/test_indexing.py tests/test_creation.py tests/test_sort.py tests/test_nn_*.py \
-                  tests/test_optim.py tests/test_autocast.py tests/test_data_dependent.py tests/test_moe.py))
+                  tests/test_optim.py tests/test_autocast.py tests/test_data_dependent.py tests/test_moe.py \
+                  tests/test_hf_models.py)) tests/test_examples.py
 
 pytest: setup
 	$(PY) -m pytest -q tests
 	TORCH_TPU_EAGER_MODE=fused $(PY) -m pytest -q $(PARITY_TESTS)
-	TORCH_TPU_EAGER_MODE=fused $(PY) -m pytest -q tests/test_examples.py
 	TORCH_TPU_EAGER_MODE=debug $(PY) -m pytest -q tests/test_examples.py
 
 test: setup ctest pytest

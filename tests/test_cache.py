@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 SCRIPT = r"""
 import json, sys, torch, torch_tpu
@@ -106,3 +107,45 @@ def test_clear_and_stats_and_off(tmp_path):
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
     off = run("")
     assert off["stats"]["dir"] == "" and off["counters"]["disk_cache_write"] == 0
+
+
+# Several shapes and modes through a cache whose executables may hold 8
+# memory maps (two small programs, three maps each): the rest are unloaded
+# and reloaded (from disk, or recompiled when the disk cache is off) at their
+# next use, with the same results.
+MANY_PROGRAMS = r"""
+import json, torch, torch_tpu
+step = torch.compile(lambda x: (x * 2 + 1).exp().sum(0) / x.abs().max(), backend="tpu", dynamic=False)
+out = []
+for mode in ("strict", "fused", "compiled"):
+    with torch_tpu.eager_mode("strict" if mode == "compiled" else mode):
+        for rnd in range(2):
+            for n in (1, 3, 5):
+                x = torch.linspace(-1, 1, n * 4, device="tpu").reshape(n, 4)
+                y = step(x) if mode == "compiled" else (x * 2 + 1).exp().sum(0) / x.abs().max()
+                out.append(y.cpu().tolist())
+print(json.dumps({"values": out, "counters": torch_tpu.metrics.counters()}))
+"""
+
+
+@pytest.mark.parametrize("disk", [True, False], ids=["disk-cache", "no-disk-cache"])
+def test_loaded_programs_are_bounded_and_reload(tmp_path, disk):
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path) if disk else "", TORCH_TPU_MAX_PROGRAM_MAPS="8")
+    out = subprocess.run([sys.executable, "-c", MANY_PROGRAMS], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    want = []
+    for _ in range(3):
+        for _ in range(2):
+            for n in (1, 3, 5):
+                x = torch.linspace(-1, 1, n * 4).reshape(n, 4)
+                want.append(((x * 2 + 1).exp().sum(0) / x.abs().max()).tolist())
+    assert len(got["values"]) == len(want)
+    for g, w in zip(got["values"], want):
+        torch.testing.assert_close(torch.tensor(g), torch.tensor(w), rtol=1e-5, atol=1e-6)
+    counters = got["counters"]
+    assert counters["program_unload"] > 0
+    # A reload comes from the disk cache when there is one, else a compile.
+    reloads = counters["disk_cache_hit"] if disk else counters["compile"]
+    assert reloads > counters["program_unload"] // 2

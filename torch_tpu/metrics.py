@@ -53,7 +53,8 @@ def report():
         f"eager mode: {modes.get_eager_mode()} ({modes.pending_op_count()} fused ops pending)",
         f"compiles: {c['compile']} ({c['compile_nanos'] / 1e6:.1f} ms total)",
         f"cache hits: {c['cache_hit']} in memory, {c['disk_cache_hit']} from disk "
-        f"({c['disk_cache_write']} programs written to disk)",
+        f"({c['disk_cache_write']} programs written to disk; {c['program_unload']} unloaded "
+        "to bound their memory maps)",
         f"executions: {c['execute']}",
         f"to device: {c['transfer_to_device']} transfers, {c['bytes_to_device']} bytes",
         f"to host: {c['transfer_to_host']} transfers, {c['bytes_to_host']} bytes",

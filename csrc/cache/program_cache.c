@@ -1,5 +1,6 @@
 #include "cache/program_cache.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -10,15 +11,23 @@
 
 #define BUCKETS 4096
 
-typedef struct program {
+struct cached_program {
   uint64_t hash;
   char* text;
   size_t size;
-  struct PJRT_LoadedExecutable* executable;
-  struct program* next;
-} program;
+  struct PJRT_LoadedExecutable* executable; /* NULL while unloaded */
+  int maps;                                 /* memory maps it held when first loaded */
+  cached_program* next;                    /* hash chain */
+  cached_program* newer;                   /* loaded ones, by last use */
+  cached_program* older;
+};
 
-static program* buckets[BUCKETS];
+static cached_program* buckets[BUCKETS];
+/* The loaded entries as a list from the most to the least recently used. */
+static cached_program* newest;
+static cached_program* oldest;
+static long loaded_maps; /* the loaded executables' maps */
+static long budget;
 
 uint64_t cache_hash(const void* data, size_t size, uint64_t seed) {
   /* FNV-1a over 8-byte words, then the tail bytes: keys are hashed on every
@@ -41,48 +50,143 @@ static int64_t now_nanos(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size,
-                             struct PJRT_LoadedExecutable** out_executable, bool* out_compiled) {
+static long read_long(const char* path, long fallback) {
+  long value = fallback;
+  FILE* f = fopen(path, "r");
+  if (f) {
+    if (fscanf(f, "%ld", &value) != 1) value = fallback;
+    fclose(f);
+  }
+  return value;
+}
+
+long program_cache_map_budget(void) {
+  if (budget > 0) return budget;
+  const char* env = getenv("TORCH_TPU_MAX_PROGRAM_MAPS");
+  long n = env ? strtol(env, NULL, 10) : 0;
+  if (n <= 0) n = read_long("/proc/sys/vm/max_map_count", 65530) / 2;
+  budget = n < 1 ? 1 : n;
+  return budget;
+}
+
+/* The process's memory maps now; -1 where /proc cannot say. */
+static long count_maps(void) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  long lines = 0;
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+    for (const char* p = chunk; (p = memchr(p, '\n', (size_t)(chunk + n - p))); p++) lines++;
+  fclose(f);
+  return lines;
+}
+
+static void unlink_loaded(cached_program* p) {
+  if (p->newer) p->newer->older = p->older; else newest = p->older;
+  if (p->older) p->older->newer = p->newer; else oldest = p->newer;
+  p->newer = p->older = NULL;
+}
+
+static void push_newest(cached_program* p) {
+  p->older = newest;
+  if (newest) newest->newer = p;
+  newest = p;
+  if (!oldest) oldest = p;
+}
+
+static void mark_used(cached_program* p) {
+  if (newest == p) return;
+  unlink_loaded(p);
+  push_newest(p);
+}
+
+/* Unloads the least recently used executables past the budget. An execution
+ * in flight keeps its own reference to the compiled code (the plugin's
+ * asynchronous task holds it), so unloading never waits. */
+static void unload_past_budget(tpu_pjrt* pjrt) {
+  while (loaded_maps > program_cache_map_budget() && oldest != newest) {
+    cached_program* p = oldest;
+    unlink_loaded(p);
+    tpu_pjrt_executable_destroy(pjrt, p->executable);
+    p->executable = NULL;
+    loaded_maps -= p->maps;
+    tpu_counter_add(TPU_COUNTER_PROGRAM_UNLOAD, 1);
+  }
+}
+
+/* Loads p's executable: from the disk cache, else compiled (and stored).
+ * Its first load also measures how many maps it holds. */
+static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
+  *out_compiled = false;
+  long maps_before = p->maps ? 0 : count_maps();
+  TPU_RETURN_IF_ERROR(disk_cache_load(pjrt, p->text, p->size, &p->executable));
+  if (!p->executable) {
+    int64_t start = now_nanos();
+    TPU_RETURN_IF_ERROR(tpu_pjrt_compile(pjrt, p->text, p->size, &p->executable));
+    tpu_counter_add(TPU_COUNTER_COMPILE, 1);
+    tpu_counter_add(TPU_COUNTER_COMPILE_NANOS, now_nanos() - start);
+    disk_cache_store(pjrt, p->text, p->size, p->executable);
+    *out_compiled = true;
+  }
+  if (!p->maps) {
+    /* Other threads map and unmap too: a rough figure, at least one. */
+    long held = maps_before < 0 ? 3 : count_maps() - maps_before;
+    p->maps = held < 1 ? 1 : held > 1000000 ? 1000000 : (int)held;
+  }
+  loaded_maps += p->maps;
+  push_newest(p);
+  unload_past_budget(pjrt);
+  return NULL;
+}
+
+tpu_status program_cache_executable(tpu_pjrt* pjrt, cached_program* p,
+                                    struct PJRT_LoadedExecutable** out_executable) {
   *out_executable = NULL;
+  if (p->executable) {
+    mark_used(p);
+  } else {
+    bool compiled;
+    TPU_RETURN_IF_ERROR(load(pjrt, p, &compiled));
+  }
+  *out_executable = p->executable;
+  return NULL;
+}
+
+tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size, cached_program** out_program,
+                             bool* out_compiled) {
+  *out_program = NULL;
   *out_compiled = false;
   uint64_t h = cache_hash(text, size, CACHE_HASH_SEED);
-  program** bucket = &buckets[h % BUCKETS];
-  for (program* p = *bucket; p; p = p->next) {
+  cached_program** bucket = &buckets[h % BUCKETS];
+  for (cached_program* p = *bucket; p; p = p->next) {
     if (p->hash == h && p->size == size && memcmp(p->text, text, size) == 0) {
-      *out_executable = p->executable;
+      struct PJRT_LoadedExecutable* executable;
+      TPU_RETURN_IF_ERROR(program_cache_executable(pjrt, p, &executable));
+      *out_program = p;
       return NULL;
     }
   }
-  program* p = calloc(1, sizeof *p);
+  cached_program* p = calloc(1, sizeof *p);
   char* copy = malloc(size);
   if (!p || !copy) {
     free(p);
     free(copy);
     return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory caching a program");
   }
+  memcpy(copy, text, size);
+  p->hash = h;
+  p->text = copy;
+  p->size = size;
   dump_program(pjrt, text, size);
-  tpu_status status = disk_cache_load(pjrt, text, size, &p->executable);
-  if (!status && !p->executable) {
-    int64_t start = now_nanos();
-    status = tpu_pjrt_compile(pjrt, text, size, &p->executable);
-    if (!status) {
-      tpu_counter_add(TPU_COUNTER_COMPILE, 1);
-      tpu_counter_add(TPU_COUNTER_COMPILE_NANOS, now_nanos() - start);
-      disk_cache_store(pjrt, text, size, p->executable);
-      *out_compiled = true;
-    }
-  }
+  tpu_status status = load(pjrt, p, out_compiled);
   if (status) {
     free(p);
     free(copy);
     return status;
   }
-  memcpy(copy, text, size);
-  p->hash = h;
-  p->text = copy;
-  p->size = size;
   p->next = *bucket;
   *bucket = p;
-  *out_executable = p->executable;
+  *out_program = p;
   return NULL;
 }

@@ -1,6 +1,14 @@
 /* Compiled programs by content: the hash of the StableHLO text and the
  * plugin's identity. Two op signatures that lower to the same text share one
- * executable. Entries live until the process ends. */
+ * program. Entries live until the process ends; their executables need not.
+ * The XLA CPU plugin maps each kernel of a loaded executable's JIT code
+ * separately (three maps a kernel; a fused training step has hundreds of
+ * kernels), and a process gets vm.max_map_count maps (65,530 by default):
+ * past that the JIT places new code over memory still registered for
+ * unwinding, and the next C++ exception anywhere in the process crashes it.
+ * So the loaded executables hold at most program_cache_map_budget() maps;
+ * the least recently used is unloaded first and reloaded (from the disk
+ * cache, else compiled) at its next use. */
 #ifndef TPU_CACHE_PROGRAM_CACHE_H
 #define TPU_CACHE_PROGRAM_CACHE_H
 
@@ -9,11 +17,23 @@
 
 #include "pjrt/pjrt.h"
 
-/* Returns the executable for `text`: from memory, else from the disk cache,
- * else compiled (and written to disk); *out_compiled says whether it was
- * compiled. Call with the runtime lock held. */
-tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size,
-                             struct PJRT_LoadedExecutable** out_executable, bool* out_compiled);
+typedef struct cached_program cached_program;
+
+/* Returns the entry for `text`, loaded: from memory, else from the disk
+ * cache, else compiled (and written to disk); *out_compiled says whether it
+ * was compiled. Call with the runtime lock held. */
+tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size, cached_program** out_program,
+                             bool* out_compiled);
+
+/* The entry's executable for one execution, reloaded if it was unloaded;
+ * valid until the next call into the program cache. Runtime lock held. */
+tpu_status program_cache_executable(tpu_pjrt* pjrt, cached_program* program,
+                                    struct PJRT_LoadedExecutable** out_executable);
+
+/* The maps loaded executables may hold: TORCH_TPU_MAX_PROGRAM_MAPS, else
+ * half of vm.max_map_count. The most recently used one stays loaded
+ * whatever it holds. */
+long program_cache_map_budget(void);
 
 /* A 64-bit FNV-1a-style fingerprint (word at a time), used by the caches;
  * entries also compare the full key, so collisions cost only a lookup. */

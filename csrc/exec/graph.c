@@ -24,7 +24,7 @@ typedef struct graph_template {
   uint64_t hash;
   unsigned char* key;
   size_t key_size;
-  struct PJRT_LoadedExecutable* executable; /* owned by the program cache */
+  struct cached_program* program; /* owned by the program cache */
   graph_source* sources;
   int source_count;
   int* result_slots;
@@ -400,7 +400,7 @@ static tpu_status template_make(graph* g, uint64_t hash, const int* result_slots
   tpu_status status = t ? NULL : no_memory();
   if (!status) status = graph_lower(g, result_slots, result_count, &text, &size);
   bool compiled = false;
-  if (!status) status = program_cache_get(runtime_pjrt(), text, size, &t->executable, &compiled);
+  if (!status) status = program_cache_get(runtime_pjrt(), text, size, &t->program, &compiled);
   free(text);
   if (!status && !compiled) tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
   if (!status) {
@@ -430,7 +430,7 @@ static tpu_status template_make(graph* g, uint64_t hash, const int* result_slots
   return NULL;
 }
 
-tpu_status graph_execute(int device, struct PJRT_LoadedExecutable* executable, const graph_value* values,
+tpu_status graph_execute(int device, struct cached_program* program, const graph_value* values,
                          int value_count, struct PJRT_Buffer** results, int result_count) {
   struct PJRT_Buffer** args = calloc((size_t)value_count + 1, sizeof *args);
   struct PJRT_Buffer** owned = calloc((size_t)value_count + 1, sizeof *owned);
@@ -438,6 +438,8 @@ tpu_status graph_execute(int device, struct PJRT_LoadedExecutable* executable, c
   int made = 0;
   for (; !status && made < value_count; made++)
     status = graph_value_buffer(device, &values[made], &args[made], &owned[made]);
+  struct PJRT_LoadedExecutable* executable = NULL;
+  if (!status) status = program_cache_executable(runtime_pjrt(), program, &executable);
   if (!status)
     status = tpu_pjrt_execute(runtime_pjrt(), executable, device, args, (size_t)value_count, results,
                               (size_t)result_count);
@@ -454,7 +456,7 @@ static tpu_status run_template(graph* g, const graph_template* t) {
   tpu_status status = values && results ? NULL : no_memory();
   for (int i = 0; !status && i < t->source_count; i++) values[i] = graph_resolve(g, &t->sources[i]);
   if (!status)
-    status = graph_execute(g->device, t->executable, values, t->source_count, results, t->result_count);
+    status = graph_execute(g->device, t->program, values, t->source_count, results, t->result_count);
   for (int m = 0; !status && m < t->result_count; m++) {
     tpu_buffer* b = g->slots[t->result_slots[m]].buffer;
     buffer_replace(b, results[m], t->result_dtypes[m]);

@@ -98,9 +98,9 @@ graph_value graph_resolve(const graph* g, const graph_source* source);
 tpu_status graph_value_buffer(int device, const graph_value* value, struct PJRT_Buffer** out_buffer,
                               struct PJRT_Buffer** out_owned);
 
-/* Runs `executable` with these parameter values; results come back through
+/* Runs `program` (loaded if it was unloaded) with these parameter values; results come back through
  * `results`. Lock held. */
-tpu_status graph_execute(int device, struct PJRT_LoadedExecutable* executable, const graph_value* values,
+tpu_status graph_execute(int device, struct cached_program* program, const graph_value* values,
                          int value_count, struct PJRT_Buffer** results, int result_count);
 
 /* For exec/lowering.c while lowering: */

@@ -340,7 +340,7 @@ static tpu_status make_variant(tpu_op_plan* plan, const tpu_op_call* call, uint6
     status = lower_call(plan, call, v, &text, &size);
   }
   bool compiled = false;
-  if (!status) status = program_cache_get(runtime_pjrt(), text, size, &v->executable, &compiled);
+  if (!status) status = program_cache_get(runtime_pjrt(), text, size, &v->program, &compiled);
   free(text);
   if (status) {
     free(v->params);
@@ -422,8 +422,10 @@ static tpu_status run_variant(const op_variant* v, const tpu_op_call* call, cons
   int made = 0;
   for (; !status && made < v->param_count; made++)
     status = param_buffer(call, &v->params[made], &args[made], &owned[made]);
+  struct PJRT_LoadedExecutable* executable = NULL;
+  if (!status) status = program_cache_executable(runtime_pjrt(), v->program, &executable);
   if (!status)
-    status = tpu_pjrt_execute(runtime_pjrt(), v->executable, call->device, args,
+    status = tpu_pjrt_execute(runtime_pjrt(), executable, call->device, args,
                               (size_t)v->param_count, results, (size_t)v->result_count);
   if (!status) {
     tpu_counter_add(TPU_COUNTER_EXECUTE, 1);

@@ -32,7 +32,7 @@ typedef struct op_variant {
   uint64_t hash;
   unsigned char* key; /* output layout signature */
   size_t key_size;
-  struct PJRT_LoadedExecutable* executable; /* owned by the program cache */
+  struct cached_program* program; /* owned by the program cache */
   param_source* params;
   int param_count;
   int* result_outputs;      /* output whose storage takes result i */

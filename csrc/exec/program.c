@@ -34,7 +34,7 @@ typedef struct program_output {
 struct tpu_program {
   int device;
   int input_count;
-  struct PJRT_LoadedExecutable* executable; /* owned by the program cache */
+  struct cached_program* program; /* owned by the program cache */
   program_param* params;
   int param_count;
   program_result* results;
@@ -202,7 +202,7 @@ tpu_status tpu_capture_end(int device, tpu_buffer* const* inputs, int input_coun
   if (!status) status = bind_roles(p, g, inputs, input_count);
   if (!status) bind_outputs(p, g, inputs, input_count, outputs, output_count, result_slots, slot_result);
   bool compiled = false;
-  if (!status) status = program_cache_get(runtime_pjrt(), text, size, &p->executable, &compiled);
+  if (!status) status = program_cache_get(runtime_pjrt(), text, size, &p->program, &compiled);
   if (!status && !compiled) tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
   free(text);
   free(result_slots);
@@ -261,7 +261,7 @@ tpu_status tpu_program_run(tpu_program* p, tpu_buffer* const* inputs, int input_
     values[i].storage = param_storage(p, pp, inputs);
   }
   if (!status)
-    status = graph_execute(p->device, p->executable, values, p->param_count, results, p->result_count);
+    status = graph_execute(p->device, p->program, values, p->param_count, results, p->result_count);
   for (int m = 0; !status && m < p->result_count; m++) {
     tpu_buffer* target = p->results[m].input >= 0 ? inputs[p->results[m].input] : fresh[m];
     buffer_replace(target, results[m], p->results[m].dtype);

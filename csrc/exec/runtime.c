@@ -82,6 +82,7 @@ static const char* const counter_names[TPU_COUNTER_COUNT] = {
     [TPU_COUNTER_COMPILE_NANOS] = "compile_nanos",
     [TPU_COUNTER_DISK_HIT] = "disk_cache_hit",
     [TPU_COUNTER_DISK_WRITE] = "disk_cache_write",
+    [TPU_COUNTER_PROGRAM_UNLOAD] = "program_unload",
 };
 
 const char* tpu_counter_name(tpu_counter c) {

@@ -270,6 +270,10 @@ static void test_errors(void) {
 }
 
 int main(void) {
+  /* Loaded executables may hold 8 memory maps (about two small programs;
+   * the default is tens of thousands), so these tests also unload programs
+   * and reload them at their next use. */
+  setenv("TORCH_TPU_MAX_PROGRAM_MAPS", "8", 1);
   if (check_runtime_init()) {
     test_add_and_cache();
     test_fused_graph();
@@ -277,6 +281,7 @@ int main(void) {
     test_debug_index_check();
     test_errors();
     CHECK_OK(tpu_device_synchronize(0));
+    CHECK(tpu_counter_get(TPU_COUNTER_PROGRAM_UNLOAD) > 0);
   }
   return check_finish("test_exec");
 }

@@ -228,6 +228,7 @@ typedef enum tpu_counter {
   TPU_COUNTER_COMPILE_NANOS,
   TPU_COUNTER_DISK_HIT,   /* programs loaded from the disk cache */
   TPU_COUNTER_DISK_WRITE, /* programs written to it */
+  TPU_COUNTER_PROGRAM_UNLOAD, /* executables unloaded to bound how many stay loaded */
   TPU_COUNTER_COUNT
 } tpu_counter;
 
