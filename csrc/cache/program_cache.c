@@ -29,6 +29,16 @@ static cached_program* oldest;
 static long loaded_maps; /* the loaded executables' maps */
 static long budget;
 
+/* Reading /proc/self/maps costs about 1 us a map, so first loads are
+ * measured while the process holds few maps (and one in 64 after that);
+ * the others are estimated from the program text's size at twice the
+ * highest maps per byte measured. */
+#define CHEAP_MAP_COUNT 4096
+#define MEASURE_EVERY 64
+static long last_map_count;
+static double maps_per_byte;
+static unsigned first_loads;
+
 uint64_t cache_hash(const void* data, size_t size, uint64_t seed) {
   /* FNV-1a over 8-byte words, then the tail bytes: keys are hashed on every
    * op call, so a word at a time matters. */
@@ -115,11 +125,28 @@ static void unload_past_budget(tpu_pjrt* pjrt) {
   }
 }
 
+static int measured_maps(long before, size_t size) {
+  long after = count_maps();
+  last_map_count = after;
+  /* Other threads map and unmap too: a rough figure, at least one. */
+  long held = before < 0 || after < 0 ? 3 : after - before;
+  held = held < 1 ? 1 : held > 1000000 ? 1000000 : held;
+  if (size && (double)held / (double)size > maps_per_byte) maps_per_byte = (double)held / (double)size;
+  return (int)held;
+}
+
+static int estimated_maps(size_t size) {
+  double maps = 2.0 * maps_per_byte * (double)size;
+  return maps < 3 ? 3 : maps > 1000000 ? 1000000 : (int)maps;
+}
+
 /* Loads p's executable: from the disk cache, else compiled (and stored).
- * Its first load also measures how many maps it holds. */
+ * Its first load also measures (or estimates) how many maps it holds. */
 static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
   *out_compiled = false;
-  long maps_before = p->maps ? 0 : count_maps();
+  bool measure = !p->maps && (last_map_count < CHEAP_MAP_COUNT || maps_per_byte == 0 ||
+                              ++first_loads % MEASURE_EVERY == 0);
+  long maps_before = measure ? count_maps() : -1;
   TPU_RETURN_IF_ERROR(disk_cache_load(pjrt, p->text, p->size, &p->executable));
   if (!p->executable) {
     int64_t start = now_nanos();
@@ -129,11 +156,7 @@ static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
     disk_cache_store(pjrt, p->text, p->size, p->executable);
     *out_compiled = true;
   }
-  if (!p->maps) {
-    /* Other threads map and unmap too: a rough figure, at least one. */
-    long held = maps_before < 0 ? 3 : count_maps() - maps_before;
-    p->maps = held < 1 ? 1 : held > 1000000 ? 1000000 : (int)held;
-  }
+  if (!p->maps) p->maps = measure ? measured_maps(maps_before, p->size) : estimated_maps(p->size);
   loaded_maps += p->maps;
   push_newest(p);
   unload_past_budget(pjrt);
