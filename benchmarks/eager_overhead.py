@@ -1,32 +1,44 @@
-"""Per-op eager overhead: add on 1,024 floats and mm 256x512 @ 512x256, on tpu
-and on PyTorch's CPU backend, measured in one run. Prints microseconds per op
-and the tpu/cpu ratio."""
+"""Per-op eager overhead: add on 1,024 floats and mm 256x512 @ 512x512, each
+op taking the previous one's result (so fused mode can neither drop nor merge
+them), on tpu
+in strict and in fused eager mode, on PyTorch's CPU backend, and on CUDA where
+PyTorch has it, measured in one run. Prints microseconds per op (the time to
+issue `iters` ops and wait for the last) and each tpu mode's ratio to the CPU.
+Fused records the ops and runs them as one program at the sync."""
 import argparse
 import time
 
 import torch
-import torch_tpu  # noqa: F401  (autoloaded too; explicit for clarity)
+import torch_tpu
 
 
-def timed_us(fn, sync, iters):
+def timed_us(chain, sync, iters):
+    x, step = chain
     start = time.perf_counter()
     for _ in range(iters):
-        fn()
+        x = step(x)
     sync()
     return (time.perf_counter() - start) / iters * 1e6
 
 
-def compare(tpu_fn, cpu_fn, iters, repeats):
+def tpu_side(mode):
+    def timed(chain, iters):
+        with torch_tpu.eager_mode(mode):
+            return timed_us(chain, torch.tpu.synchronize, iters)
+    return timed
+
+
+def best_us(sides, iters, repeats):
     """Best per-op time of each side over `repeats` alternating rounds, so
-    both see the same machine load."""
-    for _ in range(3):
-        tpu_fn(), cpu_fn()
-    torch.tpu.synchronize()
-    tpu = cpu = float("inf")
+    all see the same machine load. sides: name -> (chain, timed(chain, iters)), a chain
+    being (first input, op)."""
+    for chain, timed in sides.values():
+        timed(chain, 3)
+    best = dict.fromkeys(sides, float("inf"))
     for _ in range(repeats):
-        tpu = min(tpu, timed_us(tpu_fn, torch.tpu.synchronize, iters))
-        cpu = min(cpu, timed_us(cpu_fn, lambda: None, iters))
-    return tpu, cpu
+        for name, (chain, timed) in sides.items():
+            best[name] = min(best[name], timed(chain, iters))
+    return best
 
 
 def main():
@@ -35,16 +47,25 @@ def main():
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
     cases = {
-        "add 1024 f32": lambda d: (lambda a, b: (lambda: a + b))(
-            torch.randn(1024, device=d), torch.randn(1024, device=d)),
-        "mm 256x512 @ 512x256 f32": lambda d: (lambda a, b: (lambda: a @ b))(
-            torch.randn(256, 512, device=d), torch.randn(512, 256, device=d)),
+        "add 1024 f32": lambda d: (lambda b: (torch.randn(1024, device=d), lambda x: x + b))(
+            torch.randn(1024, device=d)),
+        # w scaled so that the product keeps x's size (no overflow, no denormals)
+        "mm 256x512 @ 512x512 f32": lambda d: (lambda w: (torch.randn(256, 512, device=d), lambda x: x @ w))(
+            torch.randn(512, 512, device=d) / 512 ** 0.5),
     }
-    print(f"{'op':28} {'tpu us':>10} {'cpu us':>10} {'tpu/cpu':>8}")
+    timers = {"strict": ("tpu", tpu_side("strict")), "fused": ("tpu", tpu_side("fused")),
+              "cpu": ("cpu", lambda chain, iters: timed_us(chain, lambda: None, iters))}
+    if torch.cuda.is_available():
+        timers["cuda"] = ("cuda", lambda chain, iters: timed_us(chain, torch.cuda.synchronize, iters))
+    print(f"on {torch.tpu.get_device_name()}: microseconds per op")
+    print(f"{'op':26} " + " ".join(f"{name + ' us':>10}" for name in timers)
+          + f" {'strict/cpu':>10} {'fused/cpu':>10}")
     for name, make in cases.items():
         iters = args.iters if name.startswith("add") else max(args.iters // 20, 20)
-        tpu, cpu = compare(make("tpu"), make("cpu"), iters, args.repeats)
-        print(f"{name:28} {tpu:10.2f} {cpu:10.2f} {tpu / cpu:8.2f}")
+        sides = {side: (make(dev), timed) for side, (dev, timed) in timers.items()}
+        us = best_us(sides, iters, args.repeats)
+        print(f"{name:26} " + " ".join(f"{us[side]:10.2f}" for side in timers)
+              + f" {us['strict'] / us['cpu']:10.2f} {us['fused'] / us['cpu']:10.2f}", flush=True)
 
 
 if __name__ == "__main__":

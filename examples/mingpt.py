@@ -28,6 +28,9 @@ class Config:
     batch_size: int = 16
     lr: float = 1e-3
     weight_decay: float = 0.1
+    # "math": the product, mask and softmax spelled out, as minGPT writes
+    # them; "sdpa": F.scaled_dot_product_attention, as GPT-2 ports do.
+    attention: str = "math"
 
 
 class CharTokenizer:
@@ -57,6 +60,8 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.n_head = cfg.n_head
+        self.attention = cfg.attention
+        self.dropout = cfg.dropout
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.attn_drop = nn.Dropout(cfg.dropout)
@@ -68,6 +73,10 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
                    for t in self.qkv(x).split(C, dim=2))
+        if self.attention == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               dropout_p=self.dropout if self.training else 0.0)
+            return self.resid_drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))
         att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
         att = att.masked_fill(~self.causal[:T, :T], float("-inf"))
         att = self.attn_drop(F.softmax(att, dim=-1))

@@ -37,13 +37,16 @@ STEPS = 20
 LOSS_RTOL = 1e-3  # every step's loss, relative to the CPU's
 # Gradients after step 1, per model (rtol, atol). The deep models sum many
 # more products per gradient; XLA orders those sums differently from ATen.
-GRAD_TOL = {"mingpt": (1e-4, 1e-5), "llama": (1e-4, 1e-5), "qwen": (1e-4, 1e-5),
+GRAD_TOL = {"mingpt": (1e-4, 1e-5), "mingpt-sdpa": (1e-4, 1e-5), "llama": (1e-4, 1e-5), "qwen": (1e-4, 1e-5),
             "dlrm": (1e-4, 1e-5), "resnet": (1e-4, 1e-5), "unet": (1e-4, 1e-5)}
 DECODER = dict(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=64, max_seq_len=40,
                batch_size=4, seq_len=16)
 MODELS = {
     "mingpt": (mingpt, mingpt.Config(block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0,
                                      batch_size=4)),
+    # GPT-2's attention as benchmarks/gpt2_step.py runs it: scaled_dot_product_attention, causal
+    "mingpt-sdpa": (mingpt, mingpt.Config(block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0,
+                                          batch_size=4, attention="sdpa")),
     "llama": (decoder, llama.config(**DECODER)),
     "qwen": (decoder, qwen.config(**DECODER)),
     "resnet": (resnet, resnet.Config(widths=(8, 16, 16, 32), blocks=(1, 1, 1, 1), image_size=16,

@@ -3,9 +3,16 @@
 // so autocast on tpu casts exactly as it does on CUDA.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
+#if __has_include(<ATen/core/Dimname.h>)  // torch before 2.13 (the GPU machine's 2.11)
+#include <ATen/core/Dimname.h>
+#define TPU_HAS_DIMNAMES 1
+#endif
 
 namespace {
 
+#ifdef TPU_HAS_DIMNAMES
+using at::DimnameList;  // those versions' op lists name it unqualified
+#endif
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;
