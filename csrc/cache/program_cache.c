@@ -140,12 +140,21 @@ static int estimated_maps(size_t size) {
   return maps < 3 ? 3 : maps > 1000000 ? 1000000 : (int)maps;
 }
 
+/* Only the CPU plugin's executables hold host maps (its JIT maps each
+ * kernel). A GPU's or TPU's code lives on the device: there an executable
+ * counts as one map, and nothing is measured, since a compile's own threads
+ * and allocations would read as maps the executable holds. */
+static bool code_in_host_maps(const tpu_pjrt* pjrt) {
+  return strcmp(tpu_pjrt_platform_name(pjrt), "cpu") == 0;
+}
+
 /* Loads p's executable: from the disk cache, else compiled (and stored).
  * Its first load also measures (or estimates) how many maps it holds. */
 static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
   *out_compiled = false;
-  bool measure = !p->maps && (last_map_count < CHEAP_MAP_COUNT || maps_per_byte == 0 ||
-                              ++first_loads % MEASURE_EVERY == 0);
+  bool host = code_in_host_maps(pjrt);
+  bool measure = host && !p->maps && (last_map_count < CHEAP_MAP_COUNT || maps_per_byte == 0 ||
+                                      ++first_loads % MEASURE_EVERY == 0);
   long maps_before = measure ? count_maps() : -1;
   TPU_RETURN_IF_ERROR(disk_cache_load(pjrt, p->text, p->size, &p->executable));
   if (!p->executable) {
@@ -156,7 +165,7 @@ static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
     disk_cache_store(pjrt, p->text, p->size, p->executable);
     *out_compiled = true;
   }
-  if (!p->maps) p->maps = measure ? measured_maps(maps_before, p->size) : estimated_maps(p->size);
+  if (!p->maps) p->maps = !host ? 1 : measure ? measured_maps(maps_before, p->size) : estimated_maps(p->size);
   loaded_maps += p->maps;
   push_newest(p);
   unload_past_budget(pjrt);

@@ -6,8 +6,9 @@
  * kernels), and a process gets vm.max_map_count maps (65,530 by default):
  * past that the JIT places new code over memory still registered for
  * unwinding, and the next C++ exception anywhere in the process crashes it.
- * So the loaded executables hold at most program_cache_map_budget() maps;
- * the least recently used is unloaded first and reloaded (from the disk
+ * So the loaded executables hold at most program_cache_map_budget() maps
+ * (on other platforms, whose code lives on the device, an executable counts
+ * as one); the least recently used is unloaded first and reloaded (from the disk
  * cache, else compiled) at its next use. */
 #ifndef TPU_CACHE_PROGRAM_CACHE_H
 #define TPU_CACHE_PROGRAM_CACHE_H
