@@ -48,6 +48,9 @@ print(torch.tpu.get_device_name(), (x * 2).sum().item())" || exit 1
 stage gpt2-tpu-compiled 200 $PY benchmarks/gpt2_step.py ${GPT2_ARGS:-} --sides tpu-compiled --timeout 190
 stage eager-overhead 60 $PY benchmarks/eager_overhead.py --repeats 5
 stage train-step-small 150 $PY benchmarks/train_step.py --config small --steps 5 --repeats 3
+# XLA's GEMMs through cuBLAS rather than its Triton fusions: which serves GPT-2 better.
+XLA_FLAGS=--xla_gpu_enable_triton_gemm=false \
+  stage gpt2-tpu-compiled-cublas 120 $PY benchmarks/gpt2_step.py ${GPT2_ARGS:-} --sides tpu-compiled --timeout 110
 stage gpt2-tpu-fused 150 $PY benchmarks/gpt2_step.py ${GPT2_ARGS:-} --sides tpu-fused --steps 5 --timeout 140
 stage gpt2-cuda 150 $PY benchmarks/gpt2_step.py ${GPT2_ARGS:-} --sides cuda-inductor cuda --timeout 140
 stage pytest 200 $PY -m pytest -q -x -p no:cacheprovider tests/test_modes.py tests/test_streams.py tests/test_compile.py

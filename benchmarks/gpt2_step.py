@@ -20,7 +20,8 @@ breaks autograd on CUDA tensors (an internal assert in its engine):
 FLOPs per step follow nanoGPT's count: 6 N + 12 L E T per token, N the
 parameters less the position embeddings, L layers, E features, T tokens
 (causal attention counted whole). Every step ends with the loss read on the
-host. The tpu sides run on the PJRT plugin torch_tpu finds: on a machine
+host. Each side but fused then runs one more step awaited after each phase
+(forward and loss, backward, optimizer step) and prints the three times. The tpu sides run on the PJRT plugin torch_tpu finds: on a machine
 with an NVIDIA GPU and JAX's CUDA plugin installed, that one.
 
     python benchmarks/gpt2_step.py --sides tpu-compiled cuda-inductor
@@ -85,14 +86,18 @@ def run_side(side, size, steps, warmup):
               for _ in range(4)]
     autocast_dtype = torch.float32 if dev_type == "cpu" else torch.bfloat16
 
-    def step(k):
+    def step(k, mark=lambda: None):
+        """One training step; mark() after the loss, the backward and the optimizer step."""
         batch = tokens[k % len(tokens)].to(dev)
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(dev_type, dtype=autocast_dtype, enabled=dev_type != "cpu"):
             logits = step_model(batch[:, :-1])
         loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
+        mark()
         loss.backward()
+        mark()
         optimizer_step()
+        mark()
         return loss.item()
 
     print(f"{side}: {n / 1e6:.1f}M parameters (less position embeddings), batch {cfg.batch_size} x "
@@ -108,6 +113,14 @@ def run_side(side, size, steps, warmup):
         losses.append(step(warmup + k))
         times.append(time.perf_counter() - start)
         print(f"{side}: step {k + 1}  loss {losses[-1]:.4f}  {times[-1] * 1e3:.1f} ms", flush=True)
+    if side != "tpu-fused":  # syncs between the phases would split fused mode's one program
+        wait = {"tpu": lambda: torch.tpu.synchronize(), "cuda": lambda: torch.cuda.synchronize()}.get(
+            dev_type, lambda: None)
+        marks = [time.perf_counter()]
+        step(warmup + steps, lambda: (wait(), marks.append(time.perf_counter())))
+        phases = ", ".join(f"{name} {1e3 * (end - begin):.1f} ms" for name, begin, end in
+                           zip(("forward and loss", "backward", "optimizer step"), marks, marks[1:]))
+        print(f"{side}: one more step, awaited after each phase: {phases}", flush=True)
     if dev_type == "tpu":
         c = torch_tpu.metrics.counters()
         print(f"{side}: {c['compile']} programs compiled, {c['execute']} run, {c['disk_cache_hit']} read "
