@@ -3,7 +3,7 @@ results, forward and backward: max_pool2d (values, indices; kernel,
 stride, padding, dilation, ceil_mode; ties, NaN and inf), avg_pool2d
 (count_include_pad, ceil_mode, divisor_override), adaptive_avg_pool2d
 (output sizes that divide the input or not, larger than it), their 1-d
-forms, F.interpolate nearest / nearest-exact / (bi,tri)linear with
+and 3-d forms, F.interpolate nearest / nearest-exact / (bi,tri)linear with
 align_corners both ways, sizes and scale factors, bicubic, F.grid_sample
 (bilinear / nearest, zeros / border / reflection padding, with the
 grid's gradient), and F.pad reflect /
@@ -142,6 +142,68 @@ def test_pooling_modules():
     for module in [nn.MaxPool2d(3, 2, 1, ceil_mode=True), nn.AvgPool2d(2), nn.AdaptiveAvgPool2d((3, 2)),
                    nn.AdaptiveAvgPool2d((1, 1))]:
         check_grad(module, [x], **F32)
+
+
+# ---- 3-d pooling: the same lowerings over three trailing dims ----
+
+# (kernel, stride, padding, dilation, ceil_mode)
+MAX3D_OPTIONS = [(2, None, 0, 1, False), (3, 2, 1, 1, True), ((2, 3, 2), (1, 2, 2), (1, 1, 0), (2, 1, 1), False)]
+
+
+@pytest.mark.parametrize("kernel,stride,padding,dilation,ceil_mode", MAX3D_OPTIONS)
+def test_max_pool3d_options(kernel, stride, padding, dilation, ceil_mode):
+    """Values, indices into each D*H*W volume, and the gradient."""
+    check_grad(lambda x: F.max_pool3d(x, kernel, stride, padding, dilation, ceil_mode, return_indices=True),
+               [randn((2, 3, 6, 7, 5))], **F32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.int64])
+def test_max_pool3d_dtypes_unbatched_and_views(dtype):
+    x = (randn((3, 5, 6, 7)) * 20).to(dtype)
+    tol = {} if dtype == torch.bfloat16 else EXACT if not dtype.is_floating_point else F32
+    check_grad(lambda x: F.max_pool3d(x, 3, 2, 1, ceil_mode=True, return_indices=True), [x], **tol)
+    check_grad(lambda y: F.max_pool3d(y.transpose(1, 3)[:, 1:], 2, return_indices=True), [randn((2, 3, 5, 6, 7))],
+               **F32)
+
+
+# (kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+AVG3D_OPTIONS = [(2, None, 0, False, True, None), (3, 2, 1, True, False, None), ((2, 3, 2), (2, 1, 3), (1, 1, 1), True, True, 7)]
+
+
+@pytest.mark.parametrize("kernel,stride,padding,ceil_mode,include_pad,divisor", AVG3D_OPTIONS)
+def test_avg_pool3d_options(kernel, stride, padding, ceil_mode, include_pad, divisor):
+    check_grad(lambda x: F.avg_pool3d(x, kernel, stride, padding, ceil_mode, include_pad, divisor),
+               [randn((2, 3, 6, 7, 5))], **F32)
+
+
+@pytest.mark.parametrize("size", [(3, 4, 2), (7, 9, 5), (1, 1, 1), (4, 2, 6)])
+def test_adaptive_avg_pool3d_sizes(size):
+    check_grad(lambda x: F.adaptive_avg_pool3d(x, size), [randn((2, 3, 6, 7, 5))], **F32)
+
+
+def test_avg_pools3d_float64_and_unbatched():
+    """(PyTorch's CPU avg_pool3d has no bfloat16 kernel to compare with.)"""
+    x = randn((2, 5, 6, 7), torch.float64)
+    check_grad(lambda x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True), [x])
+    check_grad(lambda x: F.adaptive_avg_pool3d(x, (2, 4, 3)), [x])
+
+
+def test_pooling3d_empty_batch_and_modules():
+    empty = randn((0, 2, 4, 4, 4))
+    for fn in [lambda x: F.max_pool3d(x, 2), lambda x: F.avg_pool3d(x, 2), lambda x: F.adaptive_avg_pool3d(x, 3)]:
+        check_grad(fn, [empty])
+    x = randn((2, 3, 6, 5, 7))
+    for module in [nn.MaxPool3d(3, 2, 1), nn.AvgPool3d(2, ceil_mode=True), nn.AdaptiveAvgPool3d((2, 3, 1))]:
+        check_grad(module, [x], **F32)
+
+
+def test_pool_size_lists_of_the_wrong_length_raise():
+    """A 2-value kernel for a 3-d pool: PyTorch's own check names the op,
+    and the process goes on."""
+    x = randn((1, 1, 4, 4, 4)).to("tpu")
+    with pytest.raises(RuntimeError, match="max_pool3d"):
+        F.max_pool3d(x, (2, 2))
+    assert F.max_pool3d(x, 2).shape == (1, 1, 2, 2, 2)
 
 
 # ---- interpolate ----
