@@ -2,8 +2,9 @@
 results, forward and backward: max_pool2d (values, indices; kernel,
 stride, padding, dilation, ceil_mode; ties, NaN and inf), avg_pool2d
 (count_include_pad, ceil_mode, divisor_override), adaptive_avg_pool2d
-(output sizes that divide the input or not, larger than it), their 1-d
-and 3-d forms, F.interpolate nearest / nearest-exact / (bi,tri)linear with
+(output sizes that divide the input or not, larger than it),
+adaptive_max_pool2d (values, indices; ties, NaN and inf), their 1-d and 3-d
+forms, F.interpolate nearest / nearest-exact / (bi,tri)linear with
 align_corners both ways, sizes and scale factors, bicubic, F.grid_sample
 (bilinear / nearest, zeros / border / reflection padding, with the
 grid's gradient), and F.pad reflect /
@@ -195,6 +196,46 @@ def test_pooling3d_empty_batch_and_modules():
     x = randn((2, 3, 6, 5, 7))
     for module in [nn.MaxPool3d(3, 2, 1), nn.AvgPool3d(2, ceil_mode=True), nn.AdaptiveAvgPool3d((2, 3, 1))]:
         check_grad(module, [x], **F32)
+
+
+# ---- adaptive_max_pool2d/3d ----
+
+@pytest.mark.parametrize("size", [(3, 5), (4, 3), (13, 7), (1, 1), (9, 11)])
+def test_adaptive_max_pool2d_sizes(size):
+    """Values, indices into each plane, and the gradient (windows that
+    overlap send gradients to shared positions)."""
+    check_grad(lambda x: F.adaptive_max_pool2d(x, size, return_indices=True), [randn((2, 3, 9, 11))], **F32)
+
+
+def test_adaptive_max_pool2d_ties_nan_and_inf():
+    """Ties pick the first position in row-major order, a NaN wins (the last
+    one), -inf windows still name a position inside the window."""
+    ones = torch.ones(1, 2, 5, 7)
+    check_grad(lambda x: F.adaptive_max_pool2d(x, (2, 3), return_indices=True), [ones], **F32)
+    x = randn((1, 2, 7, 6))
+    x[0, 0, 1, 1] = x[0, 0, 2, 0] = NAN
+    x[0, 1, :4, :3] = -INF
+    x[0, 1, 5, 5] = INF
+    check_grad(lambda x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True), [x], needs_grad=[False],
+               **EXACT)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_adaptive_max_pool2d_dtypes_unbatched_and_views(dtype):
+    check_grad(lambda x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True), [randn((2, 7, 6), dtype)])
+    check_grad(lambda y: F.adaptive_max_pool2d(y.transpose(2, 3)[:, 1:], 3), [randn((2, 3, 8, 9))], **F32)
+
+
+@pytest.mark.parametrize("size", [(3, 4, 2), (7, 9, 5), (1, 1, 1)])
+def test_adaptive_max_pool3d_sizes(size):
+    check_grad(lambda x: F.adaptive_max_pool3d(x, size, return_indices=True), [randn((2, 3, 6, 7, 5))], **F32)
+
+
+def test_adaptive_max_pools_empty_batch_and_modules():
+    check_grad(lambda x: F.adaptive_max_pool2d(x, 3), [randn((0, 2, 5, 5))])
+    x = randn((2, 3, 6, 5, 7))
+    for module in [nn.AdaptiveMaxPool3d((2, 3, 1)), nn.AdaptiveMaxPool2d((3, 2))]:
+        check_grad(module, [x if isinstance(module, nn.AdaptiveMaxPool3d) else x[:, :, 0]], **F32)
 
 
 def test_pool_size_lists_of_the_wrong_length_raise():

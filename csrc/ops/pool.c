@@ -1,8 +1,8 @@
 /* Pooling lowerings over the last two dims of [C, H, W] or [N, C, H, W]
  * inputs (the 2d ops; max_pool1d and avg_pool1d arrive as these) or the
  * last three of [C, D, H, W] or [N, C, D, H, W] (the 3d ops):
- * max_pool{2,3}d_with_indices, avg_pool{2,3}d, _adaptive_avg_pool{2,3}d and
- * their backward ops. Output sizes come from PyTorch's meta kernels; sums
+ * max_pool{2,3}d_with_indices, avg_pool{2,3}d, _adaptive_avg_pool{2,3}d,
+ * adaptive_max_pool{2,3}d and their backward ops. Output sizes come from PyTorch's meta kernels; sums
  * run in float32 for float16/bfloat16. */
 #include <string.h>
 
@@ -89,6 +89,18 @@ static hlo_value lowest_value(hlo_builder* b, tpu_dtype t) {
   return hlo_constant_i64(b, t, bits == 64 ? INT64_MIN : -((int64_t)1 << (bits - 1)));
 }
 
+/* Each element's index in its plane (n = 2) or volume (n = 3), i64 of t's
+ * shape: what max pooling returns as indices. */
+static hlo_value flat_index(hlo_builder* b, const hlo_type* t, int n) {
+  hlo_type it = *t;
+  it.dtype = TPU_I64;
+  hlo_value index = hlo_iota(b, it, t->rank - n);
+  for (int i = 1; i < n; i++)
+    index = hlo_binary(b, "add", hlo_binary_constant(b, "multiply", index, t->dims[t->rank - n + i]),
+                       hlo_iota(b, it, t->rank - n + i));
+  return index;
+}
+
 /* max_pool{2,3}d_with_indices(self, kernel, stride, padding, dilation,
  * ceil_mode) -> (values, indices into each H*W plane or D*H*W volume) */
 static tpu_status lower_max_pool(tpu_lowering* l) {
@@ -97,12 +109,7 @@ static tpu_status lower_max_pool(tpu_lowering* l) {
   pool_params p;
   if (!read_params(l, 1, true, &in, &out, &p)) return NULL;
   hlo_value x = tpu_lower_tensor(l, 0);
-  hlo_type it = in;
-  it.dtype = TPU_I64;
-  hlo_value index = hlo_iota(b, it, in.rank - p.n);
-  for (int i = 1; i < p.n; i++)
-    index = hlo_binary(b, "add", hlo_binary_constant(b, "multiply", index, p.in[i]),
-                       hlo_iota(b, it, in.rank - p.n + i));
+  hlo_value index = flat_index(b, &in, p.n);
   hlo_window w = pool_window(&p);
   hlo_value values, indices;
   hlo_reduce_window_argmax(b, x, index, lowest_value(b, in.dtype),
@@ -113,8 +120,9 @@ static tpu_status lower_max_pool(tpu_lowering* l) {
 }
 
 /* max_pool{2,3}d_with_indices_backward(grad_output, self, kernel, stride,
- * padding, dilation, ceil_mode, indices): each gradient added at its
- * index, planes (or volumes) flattened to one dim. */
+ * padding, dilation, ceil_mode, indices) and
+ * adaptive_max_pool{2,3}d_backward(grad_output, self, indices): each
+ * gradient added at its index, planes (or volumes) flattened to one dim. */
 static tpu_status lower_max_pool_backward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type out = tpu_lower_output_type(l, 0), dyt = tpu_lower_arg_type(l, 0);
@@ -127,7 +135,7 @@ static tpu_status lower_max_pool_backward(tpu_lowering* l) {
   int64_t planes = plane ? hlo_type_numel(&out) / plane : 0, flat = planes * plane;
   int64_t shape[2] = {planes, windows};
   hlo_value dy = hlo_reshape(b, tpu_lower_value(l, 0, t), 2, shape);
-  hlo_value index = hlo_reshape(b, tpu_lower_value(l, 7, TPU_I64), 2, shape);
+  hlo_value index = hlo_reshape(b, tpu_lower_value(l, tpu_lower_arg_count(l) - 1, TPU_I64), 2, shape);
   hlo_value base = hlo_iota(b, hlo_type_make(TPU_I64, 2, shape), 0);
   index = hlo_binary(b, "add", index, hlo_binary_constant(b, "multiply", base, plane));
   hlo_value dx = hlo_put(b, zeros(b, t, 1, &flat), 0, index, dy, "add");
@@ -320,11 +328,51 @@ static tpu_status lower_adaptive_avg_pool_backward(tpu_lowering* l) {
   return NULL;
 }
 
+/* adaptive_max_pool{2,3}d(self, output_size) -> (values, indices into
+ * each plane or volume). One axis at a time from the last: take each
+ * window's positions (those past its end as the lowest value) and keep
+ * the max and its index, the first one or the last NaN. Windows end with
+ * their masked positions, so reducing the last axis first, then the ones
+ * before, finds the row-major first max (last NaN) of PyTorch's scan. */
+static tpu_status lower_adaptive_max_pool(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0), out = tpu_lower_output_type(l, 0);
+  int n = spatial_dims(l);
+  int64_t sin[POOL_DIMS], sout[POOL_DIMS];
+  spatial_sizes(&in, n, sin);
+  spatial_sizes(&out, n, sout);
+  hlo_value values = tpu_lower_tensor(l, 0), index = flat_index(b, &in, n);
+  hlo_value lowest = lowest_value(b, in.dtype), no_index = hlo_constant_i64(b, TPU_I64, INT64_MAX);
+  for (int i = n - 1; i >= 0; i--) {
+    int d = in.rank - n + i;
+    adaptive_axis axis = adaptive_windows(b, sin[i], sout[i], TPU_F32);
+    hlo_value taken = hlo_take(b, values, d, axis.index), where = hlo_take(b, index, d, axis.index);
+    hlo_type tt = *hlo_type_of(b, taken);
+    int64_t at[2] = {d, d + 1};
+    hlo_value mask = hlo_broadcast_in_dim(b, axis.mask, tt.rank, tt.dims, at);
+    taken = hlo_select(b, mask, taken, hlo_broadcast_in_dim(b, lowest, tt.rank, tt.dims, NULL));
+    hlo_window w = hlo_window_identity(tt.rank);
+    w.dims[d + 1] = axis.m;
+    hlo_reduce_window_argmax(b, taken, where, lowest, no_index, &w, &values, &index);
+    for (int k = d + 1; k + 1 < tt.rank; k++) tt.dims[k] = tt.dims[k + 1]; /* drop the window dim, now 1 */
+    tt.rank--;
+    values = hlo_reshape(b, values, tt.rank, tt.dims);
+    index = hlo_reshape(b, index, tt.rank, tt.dims);
+  }
+  tpu_lower_set_output(l, 0, values);
+  tpu_lower_set_output(l, 1, index);
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
     {"_adaptive_avg_pool2d", lower_adaptive_avg_pool, false},
     {"_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool_backward, false},
     {"_adaptive_avg_pool3d", lower_adaptive_avg_pool, false},
     {"_adaptive_avg_pool3d_backward", lower_adaptive_avg_pool_backward, false},
+    {"adaptive_max_pool2d", lower_adaptive_max_pool, false},
+    {"adaptive_max_pool2d_backward", lower_max_pool_backward, false},
+    {"adaptive_max_pool3d", lower_adaptive_max_pool, false},
+    {"adaptive_max_pool3d_backward", lower_max_pool_backward, false},
     {"avg_pool2d", lower_avg_pool, false},
     {"avg_pool2d_backward", lower_avg_pool_backward, false},
     {"avg_pool3d", lower_avg_pool, false},
