@@ -4,7 +4,9 @@
 conv_transpose1d/2d with stride, padding, output_padding, dilation and
 groups; float32, float64, bfloat16, float16; batch 1, odd and empty
 batches, channels_last and non-contiguous inputs, frozen inputs or weights
-(convolution_backward's output_mask), and the nn modules.
+(convolution_backward's output_mask), and the nn modules. Also F.unfold /
+F.fold (im2col / col2im): kernel, dilation, padding and stride, overlapping
+blocks and patches, dtypes, unbatched, views, empty batches, modules.
 
 Float32 tolerances are rtol 1e-4 / atol 1e-4: XLA's CPU convolution sums
 in another order than PyTorch's CPU kernels, over up to a few hundred
@@ -207,3 +209,46 @@ def test_conv_transpose2d_module_and_output_size():
     actual.sum().backward()
     for p, q in zip(cpu.parameters(), dev.parameters()):
         assert_close(q.grad, p.grad, **F32)
+
+
+# ---- unfold / fold (im2col / col2im) ----
+
+# (kernel, dilation, padding, stride)
+FOLD_OPTIONS = [(3, 1, 0, 1), ((2, 3), (2, 1), (1, 2), (2, 3)), (4, 1, 0, 4), (1, 1, 1, 2), (3, 2, 2, 1)]
+
+
+@pytest.mark.parametrize("kernel,dilation,padding,stride", FOLD_OPTIONS)
+def test_unfold_and_fold(kernel, dilation, padding, stride):
+    """unfold copies blocks (exact); fold sums overlapping ones (and each is
+    the other's gradient). (4, 1, 0, 4): non-overlapping patches, as vision
+    transformers cut them."""
+    x = randn((2, 3, 8, 9))
+    check_grad(lambda x: F.unfold(x, kernel, dilation, padding, stride), [x], rtol=0, atol=0)
+    cols = F.unfold(x, kernel, dilation, padding, stride)
+    check_grad(lambda c: F.fold(c, (8, 9), kernel, dilation, padding, stride), [cols], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_unfold_fold_dtypes_unbatched_and_views(dtype):
+    """Parity's default tolerances: the gradients (and fold) sum, in float32
+    here and in bfloat16 on the CPU. (The CPU has no integer im2col.)"""
+    x = (randn((3, 7, 6)) * 10).to(dtype)
+    check_grad(lambda x: F.unfold(x, 3, padding=1), [x])
+    check_grad(lambda c: F.fold(c, (7, 6), 3, padding=1), [F.unfold(x, 3, padding=1)])
+    y = randn((2, 4, 9, 8))
+    check_grad(lambda y: F.unfold(y.transpose(2, 3)[:, 1:], 2, stride=2), [y], rtol=0, atol=0)
+
+
+def test_unfold_fold_empty_batch_and_modules():
+    check_grad(lambda x: F.unfold(x, 2), [randn((0, 2, 5, 5))])
+    x = randn((2, 3, 6, 7))
+    unfold, fold = nn.Unfold((2, 3), stride=(1, 2)), nn.Fold((6, 7), (2, 3), stride=(1, 2))
+    check_grad(lambda x: fold(unfold(x)), [x], rtol=1e-6, atol=1e-6)
+
+
+def test_fold_with_a_wrong_column_count_raises():
+    """PyTorch's own shape check names fold's sizes; the process goes on."""
+    cols = randn((1, 12, 5)).to("tpu")
+    with pytest.raises(RuntimeError, match="expected input.size"):
+        F.fold(cols, (4, 4), 2)
+    assert F.fold(randn((1, 12, 9)).to("tpu"), (4, 4), 2).shape == (1, 3, 4, 4)

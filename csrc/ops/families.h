@@ -31,6 +31,7 @@ extern const tpu_op_family tpu_ops_weight_norm; /* ops/weight_norm.c */
 extern const tpu_op_family tpu_ops_grid_sample; /* ops/grid_sample.c */
 extern const tpu_op_family tpu_ops_triangular;  /* ops/triangular.c */
 extern const tpu_op_family tpu_ops_distance;    /* ops/distance.c */
+extern const tpu_op_family tpu_ops_fold;        /* ops/fold.c */
 
 #define TPU_OP_FAMILY(name, table) \
   const tpu_op_family name = {table, (int)(sizeof table / sizeof table[0])}
