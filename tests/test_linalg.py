@@ -1,6 +1,6 @@
 """Matrix products on tpu against PyTorch's CPU results: mm, bmm, matmul (all
 its shape cases), dot, vdot, mv, outer, addmm, addmv, baddbmm, addbmm, addr,
-linear and nn.Linear.
+linear and nn.Linear; the cross product (linalg.cross, torch.cross).
 
 Float32 products compare with rtol 1e-5 / atol 1e-5 (scaled for long
 contractions): XLA and the CPU BLAS sum in different orders."""
@@ -272,3 +272,34 @@ def test_cdist(p):
 
     check(run, x1, x2)
     check(lambda a, c: torch.cdist(a[0], c[0].t().contiguous().t(), p=p), x1.float(), x2.float(), rtol=1e-5, atol=1e-5)
+
+
+# ---- cross product ----
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
+def test_linalg_cross_dtypes_and_broadcasting(dtype):
+    check(torch.linalg.cross, make((4, 3), dtype), make((4, 3), dtype, seed=1),
+          **(F32 if dtype == torch.float32 else {}))
+    check(torch.linalg.cross, make((2, 4, 3), dtype), make((2, 1, 3), dtype, seed=1))
+
+
+def test_cross_dims_views_empty_out_and_gradients():
+    a, b = make((3, 5, 2), torch.float32), make((3, 5, 2), torch.float32, seed=1)
+    check(lambda a, b: torch.cross(a, b, dim=0), a, b, **F32)
+    check(lambda a, b: torch.linalg.cross(a.transpose(0, 2), b.transpose(0, 2)), a, b, **F32)
+    check(torch.linalg.cross, make((0, 3), torch.float32), make((0, 3), torch.float32))
+    check(lambda a, b, out: torch.linalg.cross(a, b, out=out), make((4, 3), torch.float32),
+          make((4, 3), torch.float32, seed=1), torch.empty(4, 3), **F32)
+
+    def grads(a, b):
+        a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
+        (torch.linalg.cross(a, b) * torch.arange(12.0, device=a.device).view(4, 3)).sum().backward()
+        return a.grad, b.grad
+    check(grads, make((4, 3), torch.float32), make((4, 3), torch.float32, seed=1), **F32)
+
+
+def test_cross_needs_a_size_3_dim():
+    with pytest.raises(RuntimeError, match="must have length 3"):  # PyTorch's own check
+        torch.linalg.cross(make((4, 2), torch.float32).to("tpu"), make((4, 2), torch.float32).to("tpu"))
+    ones = torch.ones(1, 3, device="tpu")
+    assert torch.linalg.cross(ones, ones).shape == (1, 3)

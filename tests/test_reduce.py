@@ -1,6 +1,6 @@
 """Reductions on tpu against PyTorch's CPU results: sum, mean, prod, amax/amin,
 max/min, argmax/argmin, var/std, norms, all/any, count_nonzero, logsumexp,
-cumsum/cumprod, softmax/log_softmax."""
+cumsum/cumprod, softmax/log_softmax, trace."""
 import math
 import os
 import sys
@@ -83,6 +83,26 @@ def test_prod_half_accumulates_in_float32(dtype):
     x = make((3, 6), dtype)
     assert_close(x.to("tpu").prod(1), x.float().prod(1).to(dtype))
     assert_close(x.to("tpu").prod(), x.float().prod().to(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS)
+def test_trace(dtype):
+    """The diagonal's sum: int64 for integers, float32 sums for half types;
+    wide, tall, square, empty, transposed matrices."""
+    for shape in [(4, 6), (6, 3), (5, 5), (0, 3)]:
+        check(torch.trace, make(shape, dtype))
+    check(lambda x: torch.trace(x.t()), make((4, 6), dtype))
+
+
+def test_trace_gradient_and_errors():
+    def grad(x):
+        x = x.detach().requires_grad_()
+        (torch.trace(x) * 3).backward()
+        return x.grad
+    check(grad, make((4, 6), torch.float32))
+    with pytest.raises(RuntimeError, match="expected a matrix"):
+        torch.trace(torch.ones(2, 2, 2, device="tpu"))
+    assert torch.trace(torch.eye(3, device="tpu")).item() == 3
 
 
 def test_sum_mean_prod_empty_and_0d():

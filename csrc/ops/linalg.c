@@ -1,4 +1,5 @@
-/* Products: mm, bmm, mv, dot, vdot, addmm, addmv, baddbmm, addbmm, addr.
+/* Products: mm, bmm, mv, dot, vdot, addmm, addmv, baddbmm, addbmm, addr,
+ * and the cross product (linalg_cross; torch.cross reaches us as it).
  * matmul, linear and outer are composite in PyTorch and reach us as these
  * (plus view ops).
  *
@@ -68,11 +69,44 @@ static tpu_status lower_product(tpu_lowering* l) {
   return NULL;
 }
 
+/* linalg_cross(self, other, dim): the cross product of the size-3 vectors
+ * along dim, inputs broadcast to the output's shape. */
+static tpu_status lower_cross(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type out = tpu_lower_output_type(l, 0);
+  int64_t dim = tpu_lower_int(l, 2, -1);
+  if (dim < 0) dim += out.rank;
+  if (dim < 0 || dim >= out.rank || out.dims[dim] != 3) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::linalg_cross: dim %lld of the broadcast shape must "
+                   "have size 3", (long long)tpu_lower_int(l, 2, -1));
+    return NULL;
+  }
+  hlo_value x[2] = {tpu_lower_value_as(l, 0, &out), tpu_lower_value_as(l, 1, &out)};
+  hlo_value part[2][3];
+  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK], step[TPU_MAX_RANK];
+  for (int d = 0; d < out.rank; d++) limit[d] = out.dims[d], step[d] = 1;
+  for (int side = 0; side < 2; side++)
+    for (int i = 0; i < 3; i++) {
+      start[dim] = i;
+      limit[dim] = i + 1;
+      part[side][i] = hlo_slice(b, x[side], start, limit, step);
+    }
+  hlo_value c[3];
+  for (int i = 0; i < 3; i++) {
+    int j = (i + 1) % 3, k = (i + 2) % 3; /* c_i = x_j y_k - x_k y_j */
+    c[i] = hlo_binary(b, "subtract", hlo_binary(b, "multiply", part[0][j], part[1][k]),
+                      hlo_binary(b, "multiply", part[0][k], part[1][j]));
+  }
+  tpu_lower_set_output(l, 0, hlo_concatenate(b, c, 3, (int)dim));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
     {"addbmm", lower_product, false}, {"addmm", lower_product, false},
     {"addmv", lower_product, false},  {"addr", lower_product, false},
     {"baddbmm", lower_product, false}, {"bmm", lower_product, false},
-    {"dot", lower_product, false},    {"mm", lower_product, false},
+    {"dot", lower_product, false},    {"linalg_cross", lower_cross, false},
+    {"mm", lower_product, false},
     {"mv", lower_product, false},     {"vdot", lower_product, false},
 };
 

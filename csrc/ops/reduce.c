@@ -1,7 +1,7 @@
 /* Reductions: sum, nansum, mean, prod, amax/amin/aminmax, max/min,
  * argmax/argmin, var/std (and var_mean/std_mean), vector norms, all/any,
- * count_nonzero, logsumexp, cumsum/cumprod, softmax/log_softmax and their
- * backwards.
+ * count_nonzero, logsumexp, cumsum/cumprod, trace, softmax/log_softmax and
+ * their backwards.
  *
  * Output dtypes come from PyTorch's meta kernels (dtype= arguments, integer
  * sums promoting to int64, half_to_float), so lowerings read the output type
@@ -322,6 +322,25 @@ static tpu_status lower_cumulative(tpu_lowering* l) {
   return NULL;
 }
 
+/* trace(self): the sum of a matrix's diagonal, in the output's dtype (int64
+ * for integers) or float32 for float16/bfloat16, as PyTorch accumulates. */
+static tpu_status lower_trace(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  if (in.rank != 2) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::trace: expected a matrix, got %d dims", in.rank);
+    return NULL;
+  }
+  tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
+  hlo_value x = tpu_lower_value(l, 0, t);
+  hlo_type grid = hlo_type_make(TPU_I64, 2, in.dims);
+  hlo_value diagonal = hlo_compare(b, "EQ", hlo_iota(b, grid, 0), hlo_iota(b, grid, 1));
+  hlo_value kept = hlo_select(b, diagonal, x, hlo_constant_like(b, x, 0));
+  int64_t dims[2] = {0, 1};
+  tpu_lower_set_output(l, 0, hlo_reduce(b, kept, hlo_constant(b, t, 0), "add", dims, 2));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
     {"_log_softmax", lower_softmax, false},
     {"_log_softmax_backward_data", lower_softmax_backward, false},
@@ -348,6 +367,7 @@ static const tpu_op_entry entries[] = {
     {"std", lower_moments, false},
     {"std_mean", lower_moments, false},
     {"sum", lower_sum_prod, false},
+    {"trace", lower_trace, false},
     {"var", lower_moments, false},
     {"var_mean", lower_moments, false},
 };
