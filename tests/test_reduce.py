@@ -1,6 +1,6 @@
 """Reductions on tpu against PyTorch's CPU results: sum, mean, prod, amax/amin,
 max/min, argmax/argmin, var/std, norms, all/any, count_nonzero, logsumexp,
-cumsum/cumprod, softmax/log_softmax, trace."""
+cumsum/cumprod, cummax/cummin, logcumsumexp, softmax/log_softmax, trace."""
 import math
 import os
 import sys
@@ -14,6 +14,7 @@ from parity import assert_close, check  # noqa: E402
 FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 INTS = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8]
 ALL = FLOATS + INTS + [torch.bool]
+NAN, INF = float("nan"), float("inf")
 
 
 def make(shape, dtype, seed=0):
@@ -419,6 +420,58 @@ def test_cumulative_edge_cases():
     check(lambda x: x.cumsum(0), torch.arange(300, dtype=torch.float32))
     check(lambda x: x.cumsum(0), torch.randint(-9, 10, (1001,)))  # odd length, > 2^9
     check(lambda x: x.cumprod(1), torch.randint(-2, 3, (2, 67)))
+
+
+# ---- cummax, cummin, logcumsumexp ----
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_cummax_cummin(dtype, op):
+    """Values and indices; small integer ranges make many ties, whose index
+    is the later one."""
+    check(lambda x: getattr(torch, op)(x, 1), make((3, 37), dtype))
+    check(lambda x: getattr(torch, op)(x, 0), make((5, 4), dtype))
+
+
+def test_cummax_cummin_nan_inf_edges_views_and_gradients():
+    x = make((2, 9), torch.float32)
+    x[0, 3] = x[0, 6] = NAN
+    x[1, 2], x[1, 5] = -INF, INF
+    for op in (torch.cummax, torch.cummin):
+        check(lambda x: op(x, 1), x)
+        check(lambda x: op(x.t(), 0), x)
+        check(lambda x: op(x, 0), torch.tensor(3.0))
+        check(lambda x: op(x, 1), torch.zeros(2, 0))
+
+        def grad(x):
+            x = x.detach().requires_grad_()
+            (op(x, 1).values * torch.arange(9.0, device=x.device)).sum().backward()
+            return x.grad
+        check(grad, make((2, 9), torch.float32))
+    values, indices = torch.empty(2, 9), torch.empty(2, 9, dtype=torch.long)
+    check(lambda x, v, i: torch.cummax(x, 1, out=(v, i)), make((2, 9), torch.float32), values, indices)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_logcumsumexp(dtype):
+    """Float32 at rtol 1e-5: the log-depth scan adds in another order than
+    PyTorch's loop."""
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else {}
+    check(lambda x: torch.logcumsumexp(x, 1), (make((3, 67), dtype) * 30), **tol)
+    check(lambda x: torch.logcumsumexp(x, 0), make((4, 5), dtype), **tol)
+
+
+def test_logcumsumexp_infinities_nan_edges_and_gradients():
+    x = torch.tensor([[-INF, -INF, 0.0, INF, 1.0, INF], [1.0, NAN, 2.0, -INF, 3.0, 4.0]])
+    check(lambda x: torch.logcumsumexp(x, 1), x)
+    check(lambda x: torch.logcumsumexp(x, 0), torch.tensor(2.0))
+    check(lambda x: torch.logcumsumexp(x, 1), torch.zeros(2, 0))
+
+    def grad(x):
+        x = x.detach().requires_grad_()
+        (torch.logcumsumexp(x, 1) * torch.arange(7.0, device=x.device)).sum().backward()
+        return x.grad
+    check(grad, make((3, 7), torch.float32), rtol=1e-5, atol=1e-5)
 
 
 # ---- views, in-place and out= ----

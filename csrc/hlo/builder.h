@@ -99,6 +99,10 @@ hlo_value hlo_pad(hlo_builder* b, hlo_value x, hlo_value pad_value, const int64_
                   const int64_t* high, const int64_t* interior);
 hlo_value hlo_reverse(hlo_builder* b, hlo_value x, const int64_t* dims, int count);
 
+/* A binary combine built from other ops (a reduction's region, a scan's
+ * step): context is the caller's. */
+typedef hlo_value (*hlo_combine_fn)(hlo_builder* b, hlo_value x, hlo_value y, const void* context);
+
 /* Reductions over `dims` with a binary reducer ("add", "multiply", "maximum",
  * "minimum", "and", "or"); init is a 0-d value of x's dtype. */
 hlo_value hlo_reduce(hlo_builder* b, hlo_value x, hlo_value init, const char* reducer,

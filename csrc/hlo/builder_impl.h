@@ -50,9 +50,8 @@ hlo_value new_results(hlo_builder* b, const hlo_type* types, int count);
 
 /* A stablehlo.reduce of x over dims whose region combines two 0-d values
  * with `combine` (shared by the reductions in reduce.c and beside it). */
-typedef hlo_value (*reducer_fn)(hlo_builder* b, hlo_value x, hlo_value y, const void* context);
 hlo_value reduce_with_region(hlo_builder* b, hlo_value x, hlo_value init, const int64_t* dims,
-                             int dim_count, reducer_fn combine, const void* context);
+                             int dim_count, hlo_combine_fn combine, const void* context);
 
 void region_begin(hlo_builder* b, const hlo_type* arg_types, int n, hlo_value* out_args);
 void region_end(hlo_builder* b, const hlo_value* results, int n);

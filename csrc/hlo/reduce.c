@@ -5,7 +5,7 @@
 #include "hlo/builder_impl.h"
 
 hlo_value reduce_with_region(hlo_builder* b, hlo_value x, hlo_value init, const int64_t* dims,
-                             int dim_count, reducer_fn combine, const void* context) {
+                             int dim_count, hlo_combine_fn combine, const void* context) {
   hlo_value operands[2] = {x, init};
   if (!values_valid(b, operands, 2)) return HLO_INVALID;
   hlo_type in = *hlo_type_of(b, x);

@@ -18,8 +18,8 @@ hlo_value hlo_reduce_extreme(hlo_builder* b, hlo_value x, hlo_value init, bool i
  * elements take ceil(log2 n) steps of n combines. A reduce_window with a
  * window the size of the dimension would do n^2 work on backends that do
  * not rewrite it. */
-hlo_value hlo_cumulative(hlo_builder* b, hlo_value x, hlo_value init, const char* reducer,
-                         int dim) {
+hlo_value hlo_scan(hlo_builder* b, hlo_value x, hlo_value init, hlo_combine_fn combine,
+                   const void* context, int dim) {
   hlo_value operands[2] = {x, init};
   if (!values_valid(b, operands, 2)) return HLO_INVALID;
   hlo_type in = *hlo_type_of(b, x);
@@ -31,7 +31,20 @@ hlo_value hlo_cumulative(hlo_builder* b, hlo_value x, hlo_value init, const char
     low[dim] = shift;
     hlo_value padded = hlo_pad(b, x, init, low, zeros, zeros);
     hlo_value shifted = hlo_slice(b, padded, zeros, in.dims, ones);
-    x = hlo_binary(b, reducer, x, shifted);
+    x = combine(b, shifted, x, context);
   }
   return x;
+}
+
+static hlo_value combine_binary(hlo_builder* b, hlo_value x, hlo_value y, const void* op) {
+  return hlo_binary(b, (const char*)op, x, y);
+}
+
+hlo_value hlo_cumulative(hlo_builder* b, hlo_value x, hlo_value init, const char* reducer,
+                         int dim) {
+  return hlo_scan(b, x, init, combine_binary, reducer, dim);
+}
+
+hlo_value hlo_cumulative_extreme(hlo_builder* b, hlo_value x, hlo_value init, bool is_max, int dim) {
+  return hlo_scan(b, x, init, combine_extreme, is_max ? "maximum" : "minimum", dim);
 }

@@ -21,6 +21,14 @@ hlo_value hlo_reduce_extreme(hlo_builder* b, hlo_value x, hlo_value init, bool i
 hlo_value hlo_cumulative(hlo_builder* b, hlo_value x, hlo_value init, const char* reducer,
                          int dim);
 
+/* The same with any associative combine(earlier, later, context). */
+hlo_value hlo_scan(hlo_builder* b, hlo_value x, hlo_value init, hlo_combine_fn combine,
+                   const void* context, int dim);
+
+/* Running max (is_max) or min along `dim` where a NaN, once met, stays;
+ * init as for hlo_reduce_extreme. */
+hlo_value hlo_cumulative_extreme(hlo_builder* b, hlo_value x, hlo_value init, bool is_max, int dim);
+
 #ifdef __cplusplus
 }
 #endif

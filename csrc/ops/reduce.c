@@ -1,7 +1,7 @@
 /* Reductions: sum, nansum, mean, prod, amax/amin/aminmax, max/min,
  * argmax/argmin, var/std (and var_mean/std_mean), vector norms, all/any,
- * count_nonzero, logsumexp, cumsum/cumprod, trace, softmax/log_softmax and
- * their backwards.
+ * count_nonzero, logsumexp, cumsum/cumprod, cummax/cummin, logcumsumexp,
+ * trace, softmax/log_softmax and their backwards.
  *
  * Output dtypes come from PyTorch's meta kernels (dtype= arguments, integer
  * sums promoting to int64, half_to_float), so lowerings read the output type
@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "hlo/elementwise_extra_ops.h"
 #include "hlo/reduce_extra_ops.h"
 #include "ops/families.h"
 
@@ -322,6 +323,59 @@ static tpu_status lower_cumulative(tpu_lowering* l) {
   return NULL;
 }
 
+/* _cummax_helper/_cummin_helper(self, values!, indices!, dim): the running
+ * max (min) and the index where it was last reached, as PyTorch's scan
+ * gives them: a tie takes the later index, and a NaN stays, with the last
+ * NaN's index. A position holding the running value (or a NaN) is a
+ * record; the index is the running max of the records' positions. */
+static tpu_status lower_cumulative_extreme(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  reduction r = reduction_of(l, 0, 3, true);
+  bool is_max = strstr(tpu_lower_op_name(l), "cummax") != NULL;
+  hlo_value x = tpu_lower_tensor(l, 0);
+  if (r.count != 1) { /* a 0-d input: itself, at index 0 */
+    tpu_lower_set_output(l, 0, x);
+    tpu_lower_set_output(l, 1, hlo_constant(b, TPU_I64, 0));
+    return NULL;
+  }
+  int dim = (int)r.dims[0];
+  hlo_value init = identity(b, r.in.dtype, is_max ? "maximum" : "minimum");
+  hlo_value values = hlo_cumulative_extreme(b, x, init, is_max, dim);
+  hlo_value record = hlo_compare(b, "EQ", x, values);
+  if (tpu_dtype_is_float(r.in.dtype)) record = hlo_binary(b, "or", record, hlo_compare(b, "NE", x, x));
+  hlo_type it = r.in;
+  it.dtype = TPU_I64;
+  hlo_value position = hlo_iota(b, it, dim);
+  hlo_value marked = hlo_select(b, record, position, hlo_constant_like(b, position, -1));
+  tpu_lower_set_output(l, 0, values);
+  tpu_lower_set_output(l, 1, hlo_cumulative(b, marked, hlo_constant_i64(b, TPU_I64, -1), "maximum", dim));
+  return NULL;
+}
+
+/* log(exp(x) + exp(y)) as PyTorch's logcumsumexp combines two terms:
+ * max + log1p(exp(min - max)); the same infinity twice gives itself, a
+ * NaN gives NaN. */
+static hlo_value log_add_exp(hlo_builder* b, hlo_value x, hlo_value y, const void* unused) {
+  hlo_value big = hlo_min_max(b, "maximum", x, y, true), small = hlo_min_max(b, "minimum", x, y, true);
+  hlo_value gap = hlo_unary(b, "exponential", hlo_binary(b, "subtract", small, big));
+  hlo_value sum = hlo_binary(b, "add", big, hlo_unary(b, "log_plus_one", gap));
+  hlo_value same_infinity = hlo_binary(b, "and", hlo_compare(b, "EQ", small, big),
+                                       hlo_unary(b, "not", hlo_unary(b, "is_finite", small)));
+  return hlo_select(b, same_infinity, big, sum);
+}
+
+/* _logcumsumexp(self, dim): a running log_add_exp, in float32 for
+ * float16/bfloat16. */
+static tpu_status lower_logcumsumexp(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  reduction r = reduction_of(l, 0, 1, true);
+  tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
+  hlo_value x = tpu_lower_value(l, 0, t);
+  if (r.count == 1) x = hlo_scan(b, x, hlo_constant(b, t, -INFINITY), log_add_exp, NULL, (int)r.dims[0]);
+  tpu_lower_set_output(l, 0, x);
+  return NULL;
+}
+
 /* trace(self): the sum of a matrix's diagonal, in the output's dtype (int64
  * for integers) or float32 for float16/bfloat16, as PyTorch accumulates. */
 static tpu_status lower_trace(tpu_lowering* l) {
@@ -342,9 +396,12 @@ static tpu_status lower_trace(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
+    {"_cummax_helper", lower_cumulative_extreme, false},
+    {"_cummin_helper", lower_cumulative_extreme, false},
     {"_log_softmax", lower_softmax, false},
     {"_log_softmax_backward_data", lower_softmax_backward, false},
     {"_softmax", lower_softmax, false},
+    {"_logcumsumexp", lower_logcumsumexp, false},
     {"_softmax_backward_data", lower_softmax_backward, false},
     {"all", lower_all_any, false},
     {"amax", lower_extreme, false},

@@ -297,6 +297,18 @@ at::Tensor grouped_mm_output(c10::ArrayRef<c10::IValue> inputs) {
   return at::empty(size, a.options().device(at::kMeta));
 }
 
+// Ops PyTorch gives no meta kernel: _logcumsumexp's output is like self;
+// _cummax_helper and _cummin_helper fill the values and indices (already
+// among `outputs`) that cummax sized like self.
+bool outputs_without_meta(const c10::FunctionSchema& schema, const torch::jit::Stack& meta,
+                          std::vector<at::Tensor>& outputs) {
+  if (schema.name() == "aten::_logcumsumexp") {
+    outputs.push_back(at::empty_like(meta[0].toTensor()));
+    return true;
+  }
+  return schema.name() == "aten::_cummax_helper" || schema.name() == "aten::_cummin_helper";
+}
+
 // Runs the op's meta kernel on stand-in tensors: PyTorch's own shape and
 // dtype rules (and its error messages for bad input) decide the outputs,
 // in the order of op outputs: mutated arguments, then fresh returns.
@@ -311,6 +323,7 @@ std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayR
     if (writes_argument(schema, inputs, i))
       for_each_tensor(meta.back(), [&](const at::Tensor& t) { outputs.push_back(t); });
   }
+  if (outputs_without_meta(schema, meta, outputs)) return outputs;
   op.callBoxed(&meta);  // out= stand-ins are resized in place
   for (size_t j = 0; j < schema.returns().size(); j++) {
     if (schema.returns()[j].alias_info() || return_absent(schema, inputs, j)) continue;
