@@ -229,6 +229,21 @@ def test_atan2(dtype):
     check(torch.atan2, torch.tensor([0.0, -0.0, 1.0, -1.0, INF]), torch.tensor([-1.0, -1.0, 0.0, 0.0, INF]))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.uint8,
+                                   torch.bool])
+def test_heaviside(dtype):
+    """values where x is 0 (some zeros planted), 1 above, 0 below; values
+    broadcast; in-place and out=."""
+    x, values = make((4, 6), dtype, lo=-2, hi=3), make((6,), dtype, seed=1)
+    x[::2, ::3] = 0
+    check(torch.heaviside, x, values)
+    check(lambda x, v: x.heaviside_(v), x, values)
+    check(lambda x, v, out: torch.heaviside(x, v, out=out), x, values, torch.empty(4, 6, dtype=dtype))
+    if dtype.is_floating_point:
+        check(torch.heaviside, torch.tensor([0.0, -0.0, NAN, INF, -INF, 1e-30], dtype=dtype),
+              torch.tensor([0.5], dtype=dtype))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int32])
 def test_hypot(dtype):
     if dtype == torch.int32:  # the CPU has no integer hypot, nor has the tpu
@@ -443,7 +458,7 @@ FLOAT_UNARY = [
     (torch.sinh, -5, 5), (torch.cosh, -5, 5), (torch.tanh, -5, 5), (torch.asinh, -20, 20),
     (torch.acosh, 1, 20), (torch.atanh, -0.99, 0.99), (torch.sigmoid, -10, 10),
     (torch.erf, -4, 4), (torch.erfc, -4, 4), (torch.erfinv, -1, 1), (torch.lgamma, -4.5, 12),
-    (torch.digamma, 0.05, 12),
+    (torch.digamma, 0.05, 12), (torch.sinc, -4, 4),
 ]
 
 

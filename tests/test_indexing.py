@@ -360,6 +360,18 @@ def test_roll_dtypes_and_shapes():
     check(lambda x: x.t().roll(1, 0), make((3, 5)))
 
 
+def test_channel_shuffle():
+    """F.channel_shuffle and nn.ChannelShuffle over 3-5 dims, dtypes, views,
+    an empty batch; a group count that does not divide raises."""
+    check(lambda x: torch.nn.functional.channel_shuffle(x, 3), make((2, 6, 3, 4)))
+    check(torch.nn.ChannelShuffle(2), make((2, 4, 5)))
+    check(lambda x: torch.nn.functional.channel_shuffle(x, 2), make((1, 4, 2, 3, 2), torch.int64))
+    check(lambda x: torch.nn.functional.channel_shuffle(x.transpose(2, 3), 4), make((2, 8, 3, 5), torch.bfloat16))
+    check(lambda x: torch.nn.functional.channel_shuffle(x, 2), make((0, 4, 3)))
+    with pytest.raises(RuntimeError, match="divisible by groups"):
+        torch.nn.functional.channel_shuffle(make((2, 6, 3)).to("tpu"), 4)
+
+
 @pytest.mark.parametrize("reps", [(2,), (1, 3), (2, 1, 2), (0, 2), (2, 2, 2, 1)])
 def test_repeat(reps):
     check(lambda x: x.repeat(*reps), make((3,) if len(reps) == 1 else (2, 3)))

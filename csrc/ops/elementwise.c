@@ -170,6 +170,13 @@ static hlo_value xlogy_fn(hlo_builder* b, hlo_value x, hlo_value y) {
   return hlo_select(b, zero, hlo_constant_like(b, product, 0), product);
 }
 
+/* heaviside(x, values): values where x is 0, else 1 where x > 0 and 0
+ * elsewhere (NaN included), as PyTorch's kernel compares. */
+static hlo_value heaviside_fn(hlo_builder* b, hlo_value x, hlo_value values) {
+  hlo_value step = hlo_convert(b, compare_c(b, "GT", x, 0), hlo_type_of(b, x)->dtype);
+  return hlo_select(b, compare_c(b, "EQ", x, 0), values, step);
+}
+
 /* Each op is one StableHLO op (hlo) or a composite (fn). */
 static const struct binary_op {
   const char* name;
@@ -191,6 +198,7 @@ static const struct binary_op {
     {"fmax", NULL, fmax_fn, PROMOTED},
     {"fmin", NULL, fmin_fn, PROMOTED},
     {"fmod", "remainder", NULL, PROMOTED},
+    {"heaviside", NULL, heaviside_fn, PROMOTED},
     {"hypot", NULL, hypot_fn, FLOAT_ONLY},
     {"logical_and", "and", NULL, AS_BOOL},
     {"logical_or", "or", NULL, AS_BOOL},
@@ -322,6 +330,13 @@ static hlo_value special(hlo_builder* b, const char* op, hlo_value n, hlo_value 
 static hlo_value lgamma_fn(hlo_builder* b, hlo_value x) { return special(b, "lgamma", HLO_INVALID, x); }
 static hlo_value digamma_fn(hlo_builder* b, hlo_value x) { return special(b, "digamma", HLO_INVALID, x); }
 
+/* sin(pi x) / (pi x), and 1 at 0. */
+static hlo_value sinc_fn(hlo_builder* b, hlo_value x) {
+  hlo_value product = hlo_binary(b, "multiply", x, hlo_constant_like(b, x, M_PI));
+  hlo_value ratio = hlo_binary(b, "divide", hlo_unary(b, "sine", product), product);
+  return hlo_select(b, compare_c(b, "EQ", x, 0), hlo_constant_like(b, x, 1), ratio);
+}
+
 static const struct unary_op {
   const char* name;
   const char* hlo;
@@ -366,6 +381,7 @@ static const struct unary_op {
     {"sign", NULL, hlo_sign, PROMOTED},
     {"signbit", NULL, signbit_fn, PROMOTED},
     {"sin", "sine", NULL, AS_FLOAT},
+    {"sinc", NULL, sinc_fn, AS_FLOAT},
     {"sinh", NULL, hlo_sinh, AS_FLOAT},
     {"sqrt", "sqrt", NULL, AS_FLOAT},
     {"tan", "tan", NULL, AS_FLOAT},
@@ -551,6 +567,7 @@ static const tpu_op_entry entries[] = {
     {"frac", lower_unary, false},
     {"ge", lower_compare, false},
     {"gt", lower_compare, false},
+    {"heaviside", lower_binary, false},
     {"hypot", lower_binary, false},
     {"isinf", lower_unary, false},
     {"isnan", lower_unary, false},
@@ -586,6 +603,7 @@ static const tpu_op_entry entries[] = {
     {"sign", lower_unary, false},
     {"signbit", lower_unary, false},
     {"sin", lower_unary, false},
+    {"sinc", lower_unary, false},
     {"sinh", lower_unary, false},
     {"sqrt", lower_unary, false},
     {"sub", lower_add, false},

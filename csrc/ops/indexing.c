@@ -1,6 +1,6 @@
 /* Indexing and shape lowerings: cat, index_select, gather, the scatter
  * family, index_add/copy/fill, take, put, masked_fill, masked_scatter,
- * masked_select, nonzero, flip, roll, tril/triu and their indices,
+ * masked_select, nonzero, flip, roll, channel_shuffle, tril/triu and their indices,
  * constant_pad_nd, narrow_copy, and advanced indexing (index.Tensor,
  * index_put_). */
 #include <string.h>
@@ -402,6 +402,29 @@ static tpu_status lower_flip(tpu_lowering* l) {
   return NULL;
 }
 
+/* channel_shuffle(self [N, C, *], groups): channels as [groups, C/groups],
+ * transposed. */
+static tpu_status lower_channel_shuffle(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type t = tpu_lower_arg_type(l, 0);
+  int64_t groups = tpu_lower_int(l, 1, 1);
+  if (t.rank < 3 || t.rank >= TPU_MAX_RANK || groups < 1 || t.dims[1] % groups) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::channel_shuffle: %d-d input with %lld channels "
+                   "into %lld groups; expected [N, C, *] with C divisible by groups", t.rank,
+                   (long long)(t.rank > 1 ? t.dims[1] : 0), (long long)groups);
+    return NULL;
+  }
+  int64_t split[TPU_MAX_RANK], order[TPU_MAX_RANK];
+  split[0] = t.dims[0];
+  split[1] = groups;
+  split[2] = t.dims[1] / groups;
+  for (int d = 2; d < t.rank; d++) split[d + 1] = t.dims[d];
+  for (int d = 0; d <= t.rank; d++) order[d] = d == 1 ? 2 : d == 2 ? 1 : d;
+  hlo_value x = hlo_reshape(b, tpu_lower_tensor(l, 0), t.rank + 1, split);
+  tpu_lower_set_output(l, 0, hlo_reshape(b, hlo_transpose(b, x, order), t.rank, t.dims));
+  return NULL;
+}
+
 /* x rolled by `shift` along dim: the last `shift` entries move to the front. */
 static hlo_value roll_one(hlo_builder* b, hlo_value x, int64_t shift, int dim) {
   hlo_type t = *hlo_type_of(b, x);
@@ -689,6 +712,7 @@ static const tpu_op_entry entries[] = {
     {"_unsafe_index_put", lower_index_put, false},
     {"cat", lower_cat, false},
     {"constant_pad_nd", lower_constant_pad_nd, false},
+    {"channel_shuffle", lower_channel_shuffle, false},
     {"flip", lower_flip, false},
     {"gather", lower_gather, false},
     {"index", lower_index, false},
