@@ -42,3 +42,12 @@ hlo_value hlo_put(hlo_builder* b, hlo_value x, int dim, hlo_value index, hlo_val
   hlo_scatter_dims s = {window, w, &d64, 1, &d64, 1, index_rank};
   return hlo_scatter(b, x, index, updates, &s, combiner);
 }
+
+hlo_value hlo_slice_dim(hlo_builder* b, hlo_value x, int dim, int64_t start, int64_t limit) {
+  const hlo_type* t = hlo_type_of(b, x);
+  int64_t starts[TPU_MAX_RANK] = {0}, limits[TPU_MAX_RANK], strides[TPU_MAX_RANK];
+  for (int d = 0; d < t->rank; d++) limits[d] = t->dims[d], strides[d] = 1;
+  starts[dim] = start;
+  limits[dim] = limit;
+  return hlo_slice(b, x, starts, limits, strides);
+}

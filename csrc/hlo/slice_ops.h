@@ -21,6 +21,9 @@ hlo_value hlo_take(hlo_builder* b, hlo_value x, int dim, hlo_value index);
 hlo_value hlo_put(hlo_builder* b, hlo_value x, int dim, hlo_value index, hlo_value updates,
                   const char* combiner);
 
+/* x[..., start:limit, ...] along dim. */
+hlo_value hlo_slice_dim(hlo_builder* b, hlo_value x, int dim, int64_t start, int64_t limit);
+
 #ifdef __cplusplus
 }
 #endif

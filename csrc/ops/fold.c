@@ -8,6 +8,7 @@
  * position; the sums of col2im run in float32 for float16/bfloat16. */
 #include <stdlib.h>
 
+#include "hlo/slice_ops.h"
 #include "ops/families.h"
 
 typedef struct fold_params {
@@ -114,11 +115,7 @@ static tpu_status lower_col2im(tpu_lowering* l) {
   for (int d = out.rank - 2; d < out.rank; d++) one.dims[d] = split.dims[d + 1];
   one.rank = out.rank;
   for (int64_t k = 0; k < positions; k++) {
-    int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK], step[TPU_MAX_RANK];
-    for (int d = 0; d < split.rank; d++) limit[d] = split.dims[d], step[d] = 1;
-    start[out.rank - 2] = k;
-    limit[out.rank - 2] = k + 1;
-    hlo_value blocks = hlo_reshape(b, hlo_slice(b, cols, start, limit, step), one.rank, one.dims);
+    hlo_value blocks = hlo_reshape(b, hlo_slice_dim(b, cols, out.rank - 2, k, k + 1), one.rank, one.dims);
     /* Spread the blocks to their places in the padded image. */
     int64_t grid_start[TPU_MAX_RANK], grid_limit[TPU_MAX_RANK], grid_step[TPU_MAX_RANK];
     block_grid(&p, out.rank, padded.dims, k / p.kernel[1], k % p.kernel[1], grid_start, grid_limit, grid_step);

@@ -40,16 +40,6 @@ static hlo_value extreme_value(hlo_builder* b, tpu_dtype t, bool largest) {
   return hlo_constant_i64(b, t, largest ? top : -top - 1);
 }
 
-/* x[..., start:limit, ...] along dim. */
-static hlo_value slice_dim(hlo_builder* b, hlo_value x, int dim, int64_t start, int64_t limit) {
-  const hlo_type* t = hlo_type_of(b, x);
-  int64_t starts[TPU_MAX_RANK] = {0}, limits[TPU_MAX_RANK], strides[TPU_MAX_RANK];
-  for (int d = 0; d < t->rank; d++) limits[d] = t->dims[d], strides[d] = 1;
-  starts[dim] = start;
-  limits[dim] = limit;
-  return hlo_slice(b, x, starts, limits, strides);
-}
-
 /* cat(tensors, dim): converted to the output's (promoted) dtype. Legacy
  * empty 1-d tensors of any rank are skipped, as in PyTorch. */
 static tpu_status lower_cat(tpu_lowering* l) {
@@ -432,7 +422,7 @@ static hlo_value roll_one(hlo_builder* b, hlo_value x, int64_t shift, int dim) {
   if (n == 0) return x;
   int64_t s = ((shift % n) + n) % n;
   if (s == 0) return x;
-  hlo_value parts[2] = {slice_dim(b, x, dim, n - s, n), slice_dim(b, x, dim, 0, n - s)};
+  hlo_value parts[2] = {hlo_slice_dim(b, x, dim, n - s, n), hlo_slice_dim(b, x, dim, 0, n - s)};
   return hlo_concatenate(b, parts, 2, dim);
 }
 
@@ -512,7 +502,7 @@ static tpu_status lower_narrow_copy(tpu_lowering* l) {
   int dim = wrap_dim(tpu_lower_int(l, 1, 0), t.rank);
   int64_t start = tpu_lower_int(l, 2, 0);
   if (start < 0) start += t.dims[dim];
-  tpu_lower_set_output(l, 0, slice_dim(b, x, dim, start, start + tpu_lower_int(l, 3, 0)));
+  tpu_lower_set_output(l, 0, hlo_slice_dim(b, x, dim, start, start + tpu_lower_int(l, 3, 0)));
   return NULL;
 }
 

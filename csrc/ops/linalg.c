@@ -8,6 +8,7 @@
  * rounded once, after the beta/alpha terms. */
 #include <string.h>
 
+#include "hlo/slice_ops.h"
 #include "ops/families.h"
 
 /* How an op contracts its two operands. The add* forms take (self, a, b,
@@ -83,14 +84,8 @@ static tpu_status lower_cross(tpu_lowering* l) {
   }
   hlo_value x[2] = {tpu_lower_value_as(l, 0, &out), tpu_lower_value_as(l, 1, &out)};
   hlo_value part[2][3];
-  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK], step[TPU_MAX_RANK];
-  for (int d = 0; d < out.rank; d++) limit[d] = out.dims[d], step[d] = 1;
   for (int side = 0; side < 2; side++)
-    for (int i = 0; i < 3; i++) {
-      start[dim] = i;
-      limit[dim] = i + 1;
-      part[side][i] = hlo_slice(b, x[side], start, limit, step);
-    }
+    for (int i = 0; i < 3; i++) part[side][i] = hlo_slice_dim(b, x[side], (int)dim, i, i + 1);
   hlo_value c[3];
   for (int i = 0; i < 3; i++) {
     int j = (i + 1) % 3, k = (i + 2) % 3; /* c_i = x_j y_k - x_k y_j */
