@@ -70,7 +70,9 @@ def test_compiled_training_matches_cpu(name):
         torch.testing.assert_close(t.cpu(), c, rtol=LOSS_RTOL, atol=1e-4)
     counters = torch_tpu.metrics.counters()
     assert counters["cpu_fallback"] == 0, f"ops run on the CPU: {counters['cpu_fallback_ops']}"
-    assert counters["compile"] == compiles[0], "steps after the third compiled again"
+    assert counters["compile"] == compiles[0], (
+        f"steps after the third compiled again ({counters['program_unload']} programs unloaded): "
+        f"{torch_tpu.metrics.recompile_reasons()[-5:]}")
 
     torch._dynamo.reset()
     dynamo_counters.clear()

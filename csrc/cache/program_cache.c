@@ -31,12 +31,16 @@ static long budget;
 
 /* Reading /proc/self/maps costs about 1 us a map, so first loads are
  * measured while the process holds few maps (and one in 64 after that);
- * the others are estimated from the program text's size at twice the
- * highest maps per byte measured. */
+ * the others are estimated from the program text's size at twice the maps
+ * per byte of all programs measured together. (Not the highest ratio seen:
+ * a small program measured while other threads map memory can show tens of
+ * times the usual ratio, and scaled up to a large program's text that
+ * estimate alone exceeded the whole budget, unloading programs needed every
+ * step.) */
 #define CHEAP_MAP_COUNT 4096
 #define MEASURE_EVERY 64
 static long last_map_count;
-static double maps_per_byte;
+static double measured_maps_total, measured_bytes_total;
 static unsigned first_loads;
 
 uint64_t cache_hash(const void* data, size_t size, uint64_t seed) {
@@ -131,12 +135,13 @@ static int measured_maps(long before, size_t size) {
   /* Other threads map and unmap too: a rough figure, at least one. */
   long held = before < 0 || after < 0 ? 3 : after - before;
   held = held < 1 ? 1 : held > 1000000 ? 1000000 : held;
-  if (size && (double)held / (double)size > maps_per_byte) maps_per_byte = (double)held / (double)size;
+  measured_maps_total += (double)held;
+  measured_bytes_total += (double)size;
   return (int)held;
 }
 
 static int estimated_maps(size_t size) {
-  double maps = 2.0 * maps_per_byte * (double)size;
+  double maps = 2.0 * measured_maps_total / measured_bytes_total * (double)size;
   return maps < 3 ? 3 : maps > 1000000 ? 1000000 : (int)maps;
 }
 
@@ -153,7 +158,7 @@ static bool code_in_host_maps(const tpu_pjrt* pjrt) {
 static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
   *out_compiled = false;
   bool host = code_in_host_maps(pjrt);
-  bool measure = host && !p->maps && (last_map_count < CHEAP_MAP_COUNT || maps_per_byte == 0 ||
+  bool measure = host && !p->maps && (last_map_count < CHEAP_MAP_COUNT || measured_bytes_total == 0 ||
                                       ++first_loads % MEASURE_EVERY == 0);
   long maps_before = measure ? count_maps() : -1;
   TPU_RETURN_IF_ERROR(disk_cache_load(pjrt, p->text, p->size, &p->executable));
