@@ -4,14 +4,15 @@
 # machine's torch, then, within a time budget, in order of value:
 #   1. a GPT-2-small training step through torch.compile(backend="tpu") on the
 #      CUDA plugin (ms/step, MFU), beside PyTorch inductor and eager on CUDA;
-#   2. strict versus fused eager per op and per training step;
-#   3. the mode, stream and compile tests on the CUDA plugin.
+#   2. attention's fused form against its math form at GPT-2's shape;
+#   3. strict versus fused eager per op and per training step;
+#   4. the mode, stream and compile tests on the CUDA plugin.
 #
 #   benchmarks/cuda_check.sh PJRT_HEADER_DIR LOG_DIR [SECONDS]
 #
 # PJRT_HEADER_DIR holds pjrt_c_api.h (the CPU plugin's wheel ships it: its
 # xla_plugins/xla_cpu_pjrt/include). Each stage's output goes to LOG_DIR.
-# GPT2_ARGS="--size tiny" rehearses the script on a CPU.
+# GPT2_ARGS="--size tiny" ATTENTION_ARGS="--tokens 64" rehearse the script on a CPU.
 set -u
 header_dir=$(realpath "$1") logs=$2 budget=${3:-540}
 mkdir -p "$logs"
@@ -46,6 +47,8 @@ stage probe 60 $PY -c "import torch, torch_tpu; x = torch.arange(6., device='tpu
 print(torch.tpu.get_device_name(), (x * 2).sum().item())" || exit 1
 
 stage gpt2-tpu-compiled 200 $PY benchmarks/gpt2_step.py ${GPT2_ARGS:-} --sides tpu-compiled --timeout 190
+# Attention at GPT-2's shape: the fused form's bfloat16 products against the math form's float32.
+stage attention 90 $PY benchmarks/attention.py ${ATTENTION_ARGS:---batch 16 --tokens 1024}
 stage eager-overhead 60 $PY benchmarks/eager_overhead.py --repeats 5
 stage train-step-small 150 $PY benchmarks/train_step.py --config small --steps 5 --repeats 3
 # XLA's GEMMs through cuBLAS rather than its Triton fusions: which serves GPT-2 better.

@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 import torch._dynamo
+from torch._dynamo.backends.common import aot_autograd
 
 import torch_tpu
 from parity import assert_close
@@ -292,6 +293,52 @@ def test_bucketed_lengths_compile_once_per_bucket_and_match_unpadded():
             assert out.shape == (2, length, 50)
             torch.testing.assert_close(out.cpu(), model(idx), rtol=1e-5, atol=1e-5)
     assert torch_tpu.metrics.counters()["compile"] <= 7
+
+
+class HeadsAttention(torch.nn.Module):
+    """Self-attention as nanoGPT writes it: heads split out of one
+    projection by view + transpose, F.scaled_dot_product_attention, and the
+    heads merged back with .contiguous().view()."""
+
+    def __init__(self, embed=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(embed, 3 * embed)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+                   for t in self.qkv(x).split(C, dim=2))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).contiguous().view(B, T, C)
+
+
+def test_attention_compiles_as_the_fused_form_and_matches_cpu():
+    """The traced graph holds the fused attention op, whose output is laid
+    out like the query, so dynamo drops the .contiguous() and the .view()
+    that follows must see the same layout on the device; forward and
+    gradients match the CPU."""
+    torch.manual_seed(0)
+    model = HeadsAttention()
+    tpu_model = copy.deepcopy(model).to("tpu")
+    ops = []
+
+    def record_ops(gm, example_inputs):  # an AOTAutograd forward compiler that only looks
+        ops.extend(str(n.target) for n in gm.graph.nodes)
+        return gm
+
+    torch.compile(copy.deepcopy(tpu_model), backend=aot_autograd(fw_compiler=record_ops))(
+        torch.randn(2, 6, 16).to("tpu"))
+    assert "aten._scaled_dot_product_fused_attention_overrideable.default" in ops
+    x = torch.randn(2, 6, 16)
+    expected = model(x)
+    actual = torch.compile(tpu_model, backend="tpu")(x.to("tpu"))
+    assert_close(actual, expected)
+    g = torch.randn_like(expected)
+    expected.backward(g)
+    actual.backward(g.to("tpu"))
+    for (name, p), q in zip(model.named_parameters(), tpu_model.parameters()):
+        assert_close(q.grad, p.grad, 1e-5, 1e-5)
 
 
 def test_bad_backend_options_are_rejected():

@@ -4,6 +4,7 @@ fully masked rows, dtypes, seeded dropout (checked against the mask the
 same seed draws), native_dropout_backward; nn.MultiheadAttention training,
 and the inference fast paths of nn.MultiheadAttention and
 nn.TransformerEncoderLayer."""
+import contextlib
 import copy
 import os
 import sys
@@ -12,6 +13,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(__file__))
 from parity import assert_close, check  # noqa: E402
@@ -23,13 +25,15 @@ def make(shape, dtype=torch.float32, seed=0):
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
 
 
-def check_attention(q, k, v, seed=9, **kwargs):
-    """SDPA on CPU and tpu (tensor kwargs moved along): output and the
-    gradients of q, k, v after one random upstream gradient."""
+def check_attention(q, k, v, seed=9, tpu_backend=None, **kwargs):
+    """SDPA on CPU and tpu (tensor kwargs moved along), the tpu's form
+    chosen with sdpa_kernel(tpu_backend) if given: output and the gradients
+    of q, k, v after one random upstream gradient."""
     def run(device):
         leaves = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
         kw = {n: a.to(device) if isinstance(a, torch.Tensor) else a for n, a in kwargs.items()}
-        return leaves, F.scaled_dot_product_attention(*leaves, **kw)
+        with sdpa_kernel(tpu_backend) if device == "tpu" and tpu_backend else contextlib.nullcontext():
+            return leaves, F.scaled_dot_product_attention(*leaves, **kw)
     cpu, expected = run("cpu")
     dev, actual = run("tpu")
     assert_close(actual, expected)
@@ -85,6 +89,110 @@ def test_sdpa_fully_masked_row():
     mask = torch.ones(5, 7, dtype=torch.bool)
     mask[2] = False
     check_attention(Q, K, V, attn_mask=mask)
+
+
+FUSED_FORM = "ScaledDotProductFusedAttentionOverrideableBackward0"
+
+
+def sdpa_form(*args, **kwargs):
+    """The autograd node SDPA on tpu leaves: which form ran."""
+    leaves = [t.to("tpu").requires_grad_() for t in args]
+    return F.scaled_dot_product_attention(*leaves, **kwargs).grad_fn.name()
+
+
+QH, KH, VH = Q.bfloat16(), K.bfloat16(), V.bfloat16()
+
+
+def test_sdpa_takes_the_fused_form_where_it_fits():
+    """One op each way (products in the inputs' dtype, scores and softmax in
+    float32, only the log-sum-exp saved) for float16, bfloat16 and float32
+    4-d inputs without dropout and with as many key/value heads as query
+    heads; PyTorch's math form otherwise, and for float64."""
+    assert sdpa_form(QH, KH, VH) == FUSED_FORM
+    assert sdpa_form(QH.half(), KH.half(), VH.half()) == FUSED_FORM
+    assert sdpa_form(Q, K, V, is_causal=True) == FUSED_FORM
+    assert sdpa_form(QH, KH, VH, attn_mask=MASKS["bool"]["attn_mask"].to("tpu")) == FUSED_FORM
+    assert sdpa_form(Q.double(), K.double(), V.double()) != FUSED_FORM
+    assert sdpa_form(QH, KH, VH, dropout_p=0.5) != FUSED_FORM
+    assert sdpa_form(make((2, 6, 5, 8), torch.bfloat16), KH, VH, enable_gqa=True) != FUSED_FORM
+    assert sdpa_form(QH[0], KH[0], VH[0]) != FUSED_FORM  # 3-d
+    mask = make((5, 7), torch.bfloat16, seed=4).to("tpu").requires_grad_()
+    assert sdpa_form(QH, KH, VH, attn_mask=mask) != FUSED_FORM
+
+
+@pytest.mark.parametrize("name", sorted(MASKS))
+def test_sdpa_math_form_forced(name):
+    """The math form forced for float32 (sdpa_kernel(MATH)) against the
+    CPU, every mask and scale (the other mask tests run the fused form)."""
+    with sdpa_kernel(SDPBackend.MATH):
+        assert sdpa_form(Q, K, V) != FUSED_FORM
+    check_attention(Q, K, V, tpu_backend=SDPBackend.MATH, **MASKS[name])
+
+
+def test_sdpa_fused_form_forced_for_float64():
+    """float64 takes the math form unless sdpa_kernel(OVERRIDEABLE) forces
+    the fused one, whose backward then works from a float32 log-sum-exp."""
+    q, k, v = (t.double() for t in (Q, K, V))
+    with sdpa_kernel(SDPBackend.OVERRIDEABLE):
+        assert sdpa_form(q, k, v) == FUSED_FORM
+    check_attention(q, k, v, tpu_backend=SDPBackend.OVERRIDEABLE, is_causal=True)
+
+
+def test_sdpa_kernel_context_chooses_the_form():
+    """torch.nn.attention.sdpa_kernel as on CUDA: MATH forces the math form,
+    OVERRIDEABLE (the fused form) alone raises where it does not fit."""
+    with sdpa_kernel(SDPBackend.MATH):
+        assert sdpa_form(QH, KH, VH) != FUSED_FORM
+    with sdpa_kernel(SDPBackend.OVERRIDEABLE):
+        assert sdpa_form(QH, KH, VH) == FUSED_FORM
+        with pytest.raises(RuntimeError, match="(?i)no viable backend|no available kernel"):
+            sdpa_form(QH, KH, VH, dropout_p=0.5)
+    assert sdpa_form(QH, KH, VH) == FUSED_FORM
+
+
+def test_sdpa_mask_gradient_takes_the_math_form():
+    mask = make((2, 1, 5, 7), seed=5)
+    outs, grads = [], []
+    for device in ("cpu", "tpu"):
+        m = mask.to(device, copy=True).requires_grad_()
+        out = F.scaled_dot_product_attention(Q.to(device), K.to(device), V.to(device), attn_mask=m)
+        out.backward(make(out.shape, seed=9).to(device))
+        outs.append(out)
+        grads.append(m.grad)
+    assert_close(outs[1], outs[0])
+    assert_close(grads[1], grads[0], *GRAD_TOL[torch.float32])
+
+
+def test_sdpa_output_is_laid_out_like_the_query():
+    """As CUDA's fused kernels do: heads split out of [B, T, H * E] give an
+    output whose transpose back is a view, and code that relies on that
+    (`.transpose(1, 2).view(B, T, H * E)`) runs as on CUDA."""
+    x = make((2, 5, 3 * 8), torch.bfloat16, seed=3).to("tpu")
+    q = x.view(2, 5, 3, 8).transpose(1, 2)
+    out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    assert out.stride() == q.stride()
+    merged = out.transpose(1, 2).view(2, 5, 24)
+    xc = x.cpu().view(2, 5, 3, 8).transpose(1, 2)
+    expected = F.scaled_dot_product_attention(xc, xc, xc, is_causal=True).transpose(1, 2).reshape(2, 5, 24)
+    assert_close(merged, expected)
+
+
+@pytest.mark.parametrize("sizes", [(0, 7), (5, 0), (0, 0)])
+def test_sdpa_empty_sequences(sizes):
+    """No queries, or no keys (a row with nothing to attend to gives zeros,
+    as PyTorch's math form)."""
+    length, keys = sizes
+    shapes = ((2, 3, length, 8), (2, 3, keys, 8), (2, 3, keys, 4))
+    check_attention(*(make(shape, torch.bfloat16, seed) for seed, shape in enumerate(shapes)))
+
+
+def test_sdpa_fused_form_bad_shapes_name_the_op():
+    """The fused op called directly with a key of another head count."""
+    q, k = make((1, 2, 3, 4)).to("tpu"), make((1, 3, 3, 4)).to("tpu")
+    with pytest.raises(Exception, match="_scaled_dot_product_fused_attention_overrideable"):
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, k)[0].cpu()
+    x = make((1, 2, 3, 4)).to("tpu")  # the process keeps working
+    assert_close(F.scaled_dot_product_attention(x, x, x), F.scaled_dot_product_attention(*[x.cpu()] * 3))
 
 
 def test_sdpa_dropout_seeded():

@@ -27,6 +27,10 @@ VIEWS = {
     "rows_fit": ((100,), lambda t: t.as_strided((3, 4), (10, 2), 3)),
     "not_nested": ((100,), lambda t: t.as_strided((2, 3, 2), (30, 7, 2), 5)),
     "last_row_partial": ((38,), lambda t: t.as_strided((4, 3), (10, 2), 1)),
+    # A permutation of the whole storage: read and written with a transpose alone.
+    "transposed": ((6, 10), lambda t: t.t()),
+    "permuted": ((3, 5, 7), lambda t: t.permute(2, 0, 1)),
+    "permuted_with_unit_dim": ((3, 1, 7), lambda t: t.permute(1, 2, 0)),
 }
 
 
@@ -50,6 +54,22 @@ def test_read_and_write_match_cpu(name, dtype):
     view(cpu).copy_(values)
     view(tpu).copy_(values.to("tpu"))
     torch.testing.assert_close(tpu.cpu(), cpu, rtol=0, atol=0)
+
+
+def test_writing_a_whole_permuted_view_does_not_read_the_old_storage(tmp_path):
+    """An op writing all of a transposed output (out=, or a fresh output laid
+    out like a transposed input) takes no old value of that storage: the
+    program has just the inputs as parameters."""
+    x = base((9, 11)).to("tpu")
+    out = torch.empty(11, 9, device="tpu").t()  # [9, 11], covering its storage transposed
+    metrics.set_dump_dir(tmp_path)
+    try:
+        torch.neg(x, out=out)
+        torch.testing.assert_close(out.cpu(), -x.cpu(), rtol=0, atol=0)
+    finally:
+        metrics.set_dump_dir(None)
+    programs = [p.read_text() for p in pathlib.Path(tmp_path).glob("*.mlir")]
+    assert "@main(%v0: tensor<99xf32>) -> (tensor<99xf32>)" in "".join(programs)
 
 
 def test_random_as_strided_reads_match_cpu():

@@ -178,7 +178,7 @@ tpu_status tpu_tensor_copy(const tpu_tensor* dst, const tpu_tensor* src) {
   TPU_RETURN_IF_ERROR(tpu_op_lookup(&call, &plan));
   if (!plan) {
     const int64_t* sizes = dst->sizes;
-    TPU_RETURN_IF_ERROR(tpu_op_plan_create(&call, 1, &dst->dtype, &dst->rank, &sizes, &plan));
+    TPU_RETURN_IF_ERROR(tpu_op_plan_create(&call, 1, &dst->dtype, &dst->rank, &sizes, NULL, NULL, &plan));
   }
   return tpu_op_execute(plan, &call);
 }

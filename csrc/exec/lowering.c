@@ -90,7 +90,7 @@ static hlo_value read_ref(tpu_lowering* l, tensor_ref ref) {
   if (!t) return HLO_INVALID;
   view_class cls = view_class_of(t);
   hlo_value storage = storage_param(l, ref, t);
-  hlo_value offset = cls == VIEW_WHOLE ? HLO_INVALID : offset_param(l, ref);
+  hlo_value offset = view_class_has_offset(cls) ? offset_param(l, ref) : HLO_INVALID;
   return view_read(l->b, storage, offset, t, cls);
 }
 
@@ -337,8 +337,8 @@ static tpu_status write_outputs(tpu_lowering* l, op_variant* variant, hlo_value*
     for (int m = 0; m < variant->result_count; m++)
       if (call->outputs[variant->result_outputs[m]].buffer == out->buffer) slot = m;
     hlo_value base = HLO_INVALID;
-    if (cls != VIEW_WHOLE) base = slot >= 0 ? latest[slot] : storage_param(l, ref, out);
-    hlo_value offset = cls == VIEW_WHOLE ? HLO_INVALID : offset_param(l, ref);
+    if (view_class_has_offset(cls)) base = slot >= 0 ? latest[slot] : storage_param(l, ref, out);
+    hlo_value offset = view_class_has_offset(cls) ? offset_param(l, ref) : HLO_INVALID;
     tpu_dtype sd = buffer_storage_dtype(out->buffer, out->dtype);
     hlo_value written = view_write(l->b, base, offset, value, out, cls, sd, view_storage_numel(out));
     if (slot < 0) {

@@ -140,7 +140,7 @@ static void put_tensor(key_buf* k, const tpu_tensor* t, int64_t position) {
   put(k, t->sizes, (size_t)t->rank * sizeof t->sizes[0]);
   view_class cls = view_class_of(t);
   put_i64(k, cls);
-  if (cls == VIEW_STRIDED || cls == VIEW_BOX) put(k, t->strides, (size_t)t->rank * sizeof t->strides[0]);
+  if (view_class_has_strides(cls)) put(k, t->strides, (size_t)t->rank * sizeof t->strides[0]);
   put_i64(k, buffer_storage_dtype(t->buffer, t->dtype));
   put_i64(k, view_storage_numel(t));
   if (k->out_of_memory) return;
@@ -268,7 +268,8 @@ tpu_status tpu_op_lookup(const tpu_op_call* call, tpu_op_plan** out_plan) {
 
 tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
                               const tpu_dtype* out_dtypes, const int* out_ranks,
-                              const int64_t* const* out_sizes, tpu_op_plan** out_plan) {
+                              const int64_t* const* out_sizes, const int64_t* const* out_strides,
+                              void* host_data, tpu_op_plan** out_plan) {
   *out_plan = NULL;
   const tpu_op_entry* entry = find_entry(call->name);
   if (!entry) return unsupported(call);
@@ -299,7 +300,10 @@ tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
       outputs[j].dtype = out_dtypes[j];
       outputs[j].rank = out_ranks[j];
       memcpy(outputs[j].sizes, out_sizes[j], (size_t)out_ranks[j] * sizeof(int64_t));
+      outputs[j].strided = out_strides && out_strides[j];
+      if (outputs[j].strided) memcpy(outputs[j].strides, out_strides[j], (size_t)out_ranks[j] * sizeof(int64_t));
     }
+    plan->host_data = host_data;
   }
   if (!status) {
     tpu_op_plan** bucket = &plan_buckets[plan->hash % PLAN_BUCKETS];
@@ -319,11 +323,14 @@ tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
 int tpu_op_plan_output_count(const tpu_op_plan* plan) { return plan->output_count; }
 
 void tpu_op_plan_output(const tpu_op_plan* plan, int index, tpu_dtype* out_dtype, int* out_rank,
-                        const int64_t** out_sizes) {
+                        const int64_t** out_sizes, const int64_t** out_strides) {
   *out_dtype = plan->outputs[index].dtype;
   *out_rank = plan->outputs[index].rank;
   *out_sizes = plan->outputs[index].sizes;
+  *out_strides = plan->outputs[index].strided ? plan->outputs[index].strides : NULL;
 }
+
+void* tpu_op_plan_host_data(const tpu_op_plan* plan) { return plan->host_data; }
 
 static tpu_status make_variant(tpu_op_plan* plan, const tpu_op_call* call, uint64_t hash,
                                op_variant** out_variant) {

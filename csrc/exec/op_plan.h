@@ -51,7 +51,10 @@ struct tpu_op_plan {
     tpu_dtype dtype;
     int rank;
     int64_t sizes[TPU_MAX_RANK];
+    bool strided; /* else contiguous */
+    int64_t strides[TPU_MAX_RANK];
   } * outputs; /* output_count entries */
+  void* host_data;
   op_variant* variants;
   bool lowered; /* some call of this signature lowered without error */
   struct tpu_op_plan* next; /* hash chain */

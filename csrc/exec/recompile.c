@@ -88,7 +88,7 @@ static void add_tensor(signature* s, const tpu_tensor* t, const char* name, int 
   snprintf(fmt, sizeof fmt, "%s layout", prefix);
   view_class cls = view_class_of(t);
   add_int(s, FACT_LAYOUT, cls, fmt, 0, 0);
-  if (cls == VIEW_STRIDED || cls == VIEW_BOX) {
+  if (view_class_has_strides(cls)) {
     snprintf(fmt, sizeof fmt, "%s stride %%d", prefix);
     for (int d = 0; d < t->rank && d < TPU_MAX_RANK; d++) add_int(s, FACT_INT, t->strides[d], fmt, d, 0);
   }
@@ -155,6 +155,7 @@ static const char* layout_name(int64_t cls) {
     case VIEW_WHOLE: return "contiguous";
     case VIEW_SLICE: return "contiguous at an offset";
     case VIEW_BOX: return "strided (a box)";
+    case VIEW_PERMUTED: return "transposed";
     default: return "strided";
   }
 }

@@ -176,8 +176,15 @@ view_class view_class_of(const tpu_tensor* view) {
   if (is_dense(view))
     return view->offset == 0 && view_numel(view) == view_storage_numel(view) ? VIEW_WHOLE : VIEW_SLICE;
   strided_view v = strided_of(view);
+  if (v.dense && view->offset == 0 && v.c.numel == view_storage_numel(view)) return VIEW_PERMUTED;
   box_layout box;
   return !v.dense && box_of(view, &v.c, v.order, &box) ? VIEW_BOX : VIEW_STRIDED;
+}
+
+bool view_class_has_offset(view_class cls) { return cls != VIEW_WHOLE && cls != VIEW_PERMUTED; }
+
+bool view_class_has_strides(view_class cls) {
+  return cls == VIEW_STRIDED || cls == VIEW_BOX || cls == VIEW_PERMUTED;
 }
 
 /* i64 indices into the flat storage, shaped like the compact view. */
@@ -234,7 +241,8 @@ hlo_value view_read(hlo_builder* b, hlo_value storage, hlo_value offset, const t
     stored = hlo_reshape(b, hlo_dynamic_slice(b, array, starts, box.sizes), c->rank, v.sorted);
     stored = hlo_transpose(b, stored, v.inverse);
   } else if (v.dense) {
-    stored = hlo_reshape(b, dense_run(b, storage, offset, c->numel), c->rank, v.sorted);
+    hlo_value run = cls == VIEW_PERMUTED ? storage : dense_run(b, storage, offset, c->numel);
+    stored = hlo_reshape(b, run, c->rank, v.sorted);
     stored = hlo_transpose(b, stored, v.inverse);
   } else {
     hlo_value indices = flat_indices(b, offset, c);
@@ -277,7 +285,7 @@ hlo_value view_write(hlo_builder* b, hlo_value storage, hlo_value offset, hlo_va
   }
   if (v.dense) {
     value = hlo_reshape(b, hlo_transpose(b, value, v.order), 1, &c->numel);
-    return hlo_dynamic_update_slice(b, storage, value, &offset);
+    return cls == VIEW_PERMUTED ? value : hlo_dynamic_update_slice(b, storage, value, &offset);
   }
   hlo_value indices = flat_indices(b, offset, c);
   int64_t inserted = 0;

@@ -1,11 +1,11 @@
-/* Attention. scaled_dot_product_attention is composite for our device: its
- * math form reaches us as bmm, _softmax (or _safe_softmax's pieces), where,
- * tril and, with dropout_p > 0, native_dropout, all lowered elsewhere. Its
- * fused forms return host integers and RNG seeds the boxed fallback cannot
- * carry, so the math form is the one we run (fused mode joins its ops into
- * one program). This file adds what that path lacks, dropout's backward,
- * and the inference fast paths of nn.MultiheadAttention and
- * nn.TransformerEncoderLayer, each one program. */
+/* Attention. scaled_dot_product_attention reaches us as PyTorch's fused
+ * form for other devices, _scaled_dot_product_fused_attention_overrideable
+ * and its backward, where torch_tpu/csrc/attention_choice.cpp picks it (half
+ * inputs, no dropout, as many key/value heads as query heads); otherwise as its math
+ * form: bmm, _softmax, where, tril and native_dropout, lowered elsewhere.
+ * This file adds the fused form, dropout's backward, and the inference fast
+ * paths of nn.MultiheadAttention and nn.TransformerEncoderLayer, each one
+ * program. */
 #include "hlo/elementwise_extra_ops.h"
 #include "hlo/reduce_extra_ops.h"
 #include "ops/families.h"
@@ -228,7 +228,155 @@ static tpu_status lower_transformer_encoder_layer(tpu_lowering* l) {
   return NULL;
 }
 
+/* The fused form's operands: q [B, H, L, E], k [B, H, S, E], v [B, H, S, Ev]
+ * in their own dtype, and the scores' type (float32 for half inputs, as a
+ * GPU's flash attention keeps them). */
+typedef struct fused_attention {
+  hlo_value q, k, v;
+  tpu_dtype type, acc;
+  double scale;
+  hlo_type scores; /* [B, H, L, S] in acc */
+} fused_attention;
+
+static const int64_t batch_heads[2] = {0, 1};
+
+/* Reads q, k, v from arguments first..first+2 and the scale (None:
+ * 1/sqrt(E)) from `scale`. False, with the error recorded, for shapes the
+ * op cannot take. */
+static bool fused_attention_begin(tpu_lowering* l, int first, int scale, fused_attention* a) {
+  hlo_type qt = tpu_lower_arg_type(l, first), kt = tpu_lower_arg_type(l, first + 1),
+           vt = tpu_lower_arg_type(l, first + 2);
+  if (qt.rank != 4 || kt.rank != 4 || vt.rank != 4 || kt.dims[0] != qt.dims[0] || kt.dims[1] != qt.dims[1] ||
+      kt.dims[3] != qt.dims[3] ||
+      vt.dims[0] != qt.dims[0] || vt.dims[1] != qt.dims[1] || vt.dims[2] != kt.dims[2]) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT,
+                   "aten::%s: expected query [B, H, L, E], key [B, H, S, E] and value [B, H, S, Ev], "
+                   "got ranks %d, %d, %d with query [%lld, %lld, ...], key [%lld, %lld, %lld, %lld]",
+                   tpu_lower_op_name(l), qt.rank, kt.rank, vt.rank, (long long)qt.dims[0],
+                   (long long)qt.dims[1], (long long)kt.dims[0], (long long)kt.dims[1],
+                   (long long)kt.dims[2], (long long)kt.dims[3]);
+    return false;
+  }
+  a->type = qt.dtype;
+  a->acc = tpu_dtype_compute(qt.dtype);
+  a->q = tpu_lower_value(l, first, a->type);
+  a->k = tpu_lower_value(l, first + 1, a->type);
+  a->v = tpu_lower_value(l, first + 2, a->type);
+  a->scale = tpu_lower_is_none(l, scale) ? 1 / __builtin_sqrt((double)qt.dims[3]) : tpu_lower_float(l, scale, 1);
+  int64_t dims[4] = {qt.dims[0], qt.dims[1], qt.dims[2], kt.dims[2]};
+  a->scores = hlo_type_make(a->acc, 4, dims);
+  return true;
+}
+
+/* q k^T * scale, plus the additive bias at argument `bias` (if any), with
+ * keys after the query's position set to -inf when causal (the top-left
+ * triangle, as PyTorch's is_causal). */
+static hlo_value fused_attention_scores(tpu_lowering* l, const fused_attention* a, int bias, bool causal) {
+  hlo_builder* b = tpu_lower_builder(l);
+  static const int64_t features = 3;
+  hlo_value s = hlo_dot_general(b, a->q, a->k, batch_heads, batch_heads, 2, &features, &features, 1, a->acc);
+  s = hlo_binary(b, "multiply", s, hlo_constant_like(b, s, a->scale));
+  if (!tpu_lower_is_none(l, bias)) s = hlo_binary(b, "add", s, tpu_lower_value_as(l, bias, &a->scores));
+  if (causal) {
+    hlo_type positions = hlo_type_make(TPU_I64, 4, a->scores.dims);
+    hlo_value later = hlo_compare(b, "GT", hlo_iota(b, positions, 3), hlo_iota(b, positions, 2));
+    s = hlo_select(b, later, hlo_constant_like(b, s, -__builtin_inf()), s);
+  }
+  return s;
+}
+
+/* Softmax over the keys where a row of only -inf gives zeros (as
+ * _safe_softmax), and the row's log-sum-exp [B, H, L] (-inf there). */
+static hlo_value safe_softmax_keys(hlo_builder* b, hlo_value scores, hlo_value* out_lse) {
+  hlo_type st = *hlo_type_of(b, scores);
+  static const int64_t keys = 3, rows[3] = {0, 1, 2};
+  hlo_value max = hlo_reduce_extreme(b, scores, hlo_constant(b, st.dtype, -__builtin_inf()), true, &keys, 1);
+  hlo_value empty = hlo_compare(b, "EQ", max, hlo_constant_like(b, max, -__builtin_inf()));
+  max = hlo_select(b, empty, hlo_constant_like(b, max, 0), max);
+  hlo_value e = hlo_unary(b, "exponential",
+                          hlo_binary(b, "subtract", scores, hlo_broadcast_in_dim(b, max, 4, st.dims, rows)));
+  hlo_value sum = hlo_reduce(b, e, hlo_constant(b, st.dtype, 0), "add", &keys, 1);
+  if (out_lse) *out_lse = hlo_binary(b, "add", hlo_unary(b, "log", sum), max);
+  hlo_value zero = hlo_compare(b, "EQ", sum, hlo_constant_like(b, sum, 0));
+  hlo_value inverse = hlo_select(b, zero, hlo_constant_like(b, sum, 0),
+                                 hlo_binary(b, "divide", hlo_constant_like(b, sum, 1), sum));
+  return hlo_binary(b, "multiply", e, hlo_broadcast_in_dim(b, inverse, 4, st.dims, rows));
+}
+
+/* x [B, H, M, N] (contracting x_dim) with y (contracting y_dim), the
+ * operands in the inputs' dtype and the sums in acc. */
+static hlo_value fused_attention_product(hlo_builder* b, const fused_attention* a, hlo_value x, int64_t x_dim,
+                                         hlo_value y, int64_t y_dim) {
+  return hlo_dot_general(b, hlo_convert(b, x, a->type), y, batch_heads, batch_heads, 2, &x_dim, &y_dim, 1, a->acc);
+}
+
+/* _scaled_dot_product_fused_attention_overrideable(query, key, value,
+ * attn_bias, dropout_p, is_causal, return_debug_mask, scale) -> (output,
+ * logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed,
+ * philox_offset, debug_attn_mask); the glue returns the sequence lengths
+ * and Nones, so the outputs here are output, logsumexp and the two seeds
+ * (zero: no dropout). */
+static tpu_status lower_fused_attention(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  if (tpu_lower_float(l, 4, 0) != 0)
+    return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s: dropout is not supported in the fused form; "
+                     "scaled_dot_product_attention with dropout_p > 0 takes the math form", tpu_lower_op_name(l));
+  fused_attention a;
+  if (!fused_attention_begin(l, 0, 7, &a)) return NULL;
+  hlo_value lse;
+  hlo_value p = safe_softmax_keys(b, fused_attention_scores(l, &a, 3, tpu_lower_bool(l, 5, false)), &lse);
+  static const int64_t keys = 3, rows = 2;
+  tpu_lower_set_output(l, 0, fused_attention_product(b, &a, p, keys, a.v, rows));
+  tpu_lower_set_output(l, 1, lse);
+  for (int j = 2; j < tpu_lower_output_count(l); j++)
+    tpu_lower_set_output(l, j, hlo_constant(b, tpu_lower_output_type(l, j).dtype, 0));
+  return NULL;
+}
+
+/* _scaled_dot_product_fused_attention_overrideable_backward(grad_out, query,
+ * key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q,
+ * cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
+ * philox_offset, scale) -> (grad_query, grad_key, grad_value,
+ * grad_attn_bias). The probabilities are recomputed from the scores and the
+ * float32 logsumexp (float64 inputs get float32's precision there). */
+static tpu_status lower_fused_attention_backward(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  fused_attention a;
+  if (!fused_attention_begin(l, 1, 16, &a)) return NULL;
+  const double* mask = NULL;
+  int mask_count = tpu_lower_float_list(l, 5, &mask);
+  if (mask_count > 3 && mask[3] != 0 && !tpu_lower_is_none(l, 4))
+    return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s: the gradient of attn_mask is not supported in the fused "
+                     "form; scaled_dot_product_attention takes the math form for a mask that requires grad",
+                     tpu_lower_op_name(l));
+  static const int64_t rows = 2, keys = 3, three[3] = {0, 1, 2};
+  /* P = exp(S - logsumexp); a row with nothing to attend to (-inf) gives 0. */
+  hlo_value lse = tpu_lower_value(l, 7, a.acc);
+  lse = hlo_select(b, hlo_compare(b, "EQ", lse, hlo_constant_like(b, lse, -__builtin_inf())),
+                   hlo_constant_like(b, lse, 0), lse);
+  hlo_value scores = fused_attention_scores(l, &a, 4, tpu_lower_bool(l, 13, false));
+  hlo_value p = hlo_unary(b, "exponential",
+                          hlo_binary(b, "subtract", scores, hlo_broadcast_in_dim(b, lse, 4, a.scores.dims, three)));
+  hlo_value grad = tpu_lower_value(l, 0, a.type);
+  /* dV = P^T dO; dP = dO V^T; dS = P (dP - rowsum(P dP)); dQ = dS K s; dK = dS^T Q s. */
+  hlo_value grad_v = fused_attention_product(b, &a, p, rows, grad, rows);
+  hlo_value grad_p = fused_attention_product(b, &a, grad, keys, a.v, keys);
+  hlo_value row = hlo_reduce(b, hlo_binary(b, "multiply", p, grad_p), hlo_constant(b, a.acc, 0), "add", &keys, 1);
+  row = hlo_broadcast_in_dim(b, row, 4, a.scores.dims, three);
+  hlo_value grad_s = hlo_binary(b, "multiply", p, hlo_binary(b, "subtract", grad_p, row));
+  grad_s = hlo_binary(b, "multiply", grad_s, hlo_constant_like(b, grad_s, a.scale));
+  hlo_value grads[3] = {fused_attention_product(b, &a, grad_s, keys, a.k, rows),
+                        fused_attention_product(b, &a, grad_s, rows, a.q, rows), grad_v};
+  for (int j = 0; j < tpu_lower_output_count(l); j++) {
+    bool wanted = j < 3 && (j >= mask_count || mask[j] != 0);
+    tpu_lower_set_output(l, j, wanted ? grads[j] : hlo_constant(b, tpu_lower_output_type(l, j).dtype, 0));
+  }
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
+    {"_scaled_dot_product_fused_attention_overrideable", lower_fused_attention, false},
+    {"_scaled_dot_product_fused_attention_overrideable_backward", lower_fused_attention_backward, false},
     {"_native_multi_head_attention", lower_multi_head_attention, false},
     {"_transformer_encoder_layer_fwd", lower_transformer_encoder_layer, false},
     {"native_dropout_backward", lower_native_dropout_backward, false},

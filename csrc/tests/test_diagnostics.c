@@ -29,7 +29,7 @@ static tpu_status run_mul(tpu_dtype dtype, int rank, const int64_t* sizes) {
   tpu_op_call call = {.name = "mul", .overload = "Tensor", .args = args, .arg_count = 2, .outputs = &t[2], .output_count = 1};
   tpu_op_plan* plan = NULL;
   if (!status) status = tpu_op_lookup(&call, &plan);
-  if (!status && !plan) status = tpu_op_plan_create(&call, 1, &dtype, &rank, &sizes, &plan);
+  if (!status && !plan) status = tpu_op_plan_create(&call, 1, &dtype, &rank, &sizes, NULL, NULL, &plan);
   if (!status) status = tpu_op_execute(plan, &call);
   if (!status) status = tpu_device_synchronize(0);
   for (int i = 0; i < 3; i++) tpu_buffer_release(buffers[i]);

@@ -50,7 +50,7 @@ static void enqueue_mm(const square* a, const square* b, square* out) {
     tpu_dtype dtype = TPU_F32;
     int rank = 2;
     const int64_t* sizes = out->t.sizes;
-    CHECK_OK(tpu_op_plan_create(&call, 1, &dtype, &rank, &sizes, &plan));
+    CHECK_OK(tpu_op_plan_create(&call, 1, &dtype, &rank, &sizes, NULL, NULL, &plan));
   }
   CHECK_OK(tpu_op_execute(plan, &call));
 }

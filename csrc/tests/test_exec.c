@@ -61,7 +61,7 @@ static tpu_status run(const char* name, tpu_arg* args, int n, tpu_tensor* outs, 
       ranks[i] = outs[i].rank;
       sizes[i] = outs[i].sizes;
     }
-    s = tpu_op_plan_create(&call, n_out, dt, ranks, sizes, &plan);
+    s = tpu_op_plan_create(&call, n_out, dt, ranks, sizes, NULL, NULL, &plan);
     if (s) return s;
   }
   return tpu_op_execute(plan, &call);

@@ -153,13 +153,19 @@ bool tpu_op_supported(const char* name, const char* overload);
  * (then the caller infers output types and calls tpu_op_plan_create). The
  * plan is owned by the cache and lives until tpu_runtime shuts down. */
 tpu_status tpu_op_lookup(const tpu_op_call* call, tpu_op_plan** out_plan);
-/* Records the output dtypes and sizes for this call's signature. */
+/* Records the output dtypes, sizes and strides for this call's signature.
+ * out_strides (or an entry of it) is NULL for contiguous outputs. host_data
+ * is the caller's, kept with the plan (the glue keeps the returns that are
+ * not tensors there); it is never freed. */
 tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
                               const tpu_dtype* out_dtypes, const int* out_ranks,
-                              const int64_t* const* out_sizes, tpu_op_plan** out_plan);
+                              const int64_t* const* out_sizes, const int64_t* const* out_strides,
+                              void* host_data, tpu_op_plan** out_plan);
 int tpu_op_plan_output_count(const tpu_op_plan* plan);
+/* *out_strides is NULL for a contiguous output. */
 void tpu_op_plan_output(const tpu_op_plan* plan, int index, tpu_dtype* out_dtype, int* out_rank,
-                        const int64_t** out_sizes);
+                        const int64_t** out_sizes, const int64_t** out_strides);
+void* tpu_op_plan_host_data(const tpu_op_plan* plan);
 /* Lowers (once per output layout), compiles (cached) and runs the call,
  * writing every output. */
 tpu_status tpu_op_execute(tpu_op_plan* plan, const tpu_op_call* call);

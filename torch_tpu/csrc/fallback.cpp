@@ -12,6 +12,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <cstring>
+#include <memory>
 #include <sstream>
 
 #include "bridge.h"
@@ -309,10 +310,24 @@ bool outputs_without_meta(const c10::FunctionSchema& schema, const torch::jit::S
   return schema.name() == "aten::_cummax_helper" || schema.name() == "aten::_cummin_helper";
 }
 
+// Returns the program does not compute, as the meta kernel gave them: a
+// number (the sequence lengths of the fused attention op), or None for a
+// declared Tensor. Kept with the plan; values[j] is empty for a computed return.
+struct FixedReturns {
+  std::vector<std::optional<c10::IValue>> values;
+};
+
+bool is_fixed_return(const c10::IValue& v) {
+  return v.isNone() || (v.isTensor() && !v.toTensor().defined()) || v.isInt() || v.isSymInt() || v.isDouble() ||
+         v.isBool();
+}
+
 // Runs the op's meta kernel on stand-in tensors: PyTorch's own shape and
 // dtype rules (and its error messages for bad input) decide the outputs,
 // in the order of op outputs: mutated arguments, then fresh returns.
-std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs) {
+// *fixed is made when some return is not a computed tensor.
+std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs,
+                                      std::unique_ptr<FixedReturns>* fixed) {
   const auto& schema = op.schema();
   if (schema.name() == "aten::_grouped_mm") return {grouped_mm_output(inputs)};
   const auto& arguments = schema.arguments();
@@ -328,6 +343,13 @@ std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayR
   for (size_t j = 0; j < schema.returns().size(); j++) {
     if (schema.returns()[j].alias_info() || return_absent(schema, inputs, j)) continue;
     const c10::IValue& v = meta[j];
+    if (is_fixed_return(v)) {
+      if (!*fixed) *fixed = std::make_unique<FixedReturns>(FixedReturns{decltype(FixedReturns::values)(schema.returns().size())});
+      (*fixed)->values[j] = v.isNone() || v.isTensor() ? c10::IValue(at::Tensor())
+                            : v.isSymInt() ? c10::IValue(v.toSymInt().guard_int(__FILE__, __LINE__))
+                                           : v;
+      continue;
+    }
     TORCH_CHECK_NOT_IMPLEMENTED(v.isTensor() || v.isTensorList(), "aten::", schema.name(), ": returns a ",
                                 v.tagKind(), ", which the tpu fallback does not support");
     for_each_tensor(v, [&](const at::Tensor& t) { outputs.push_back(t); });
@@ -338,19 +360,23 @@ std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayR
 // Pushes the op's returns: mutated arguments for aliased returns, fresh
 // tensors (a list takes all fresh tensors the single-tensor returns leave).
 void push_returns(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> inputs,
-                  c10::SmallVector<at::Tensor, 2>& fresh, torch::jit::Stack* stack) {
+                  c10::SmallVector<at::Tensor, 2>& fresh, const FixedReturns* fixed, torch::jit::Stack* stack) {
+  auto is_fixed = [&](size_t j) { return fixed && fixed->values[j].has_value(); };
   c10::SmallVector<c10::IValue, 2> mutated;
   for (size_t i = 0; i < schema.arguments().size(); i++)
     if (is_mutable(schema.arguments()[i])) mutated.push_back(inputs[i]);
   const auto& rs = schema.returns();
   size_t single = 0;
   for (size_t j = 0; j < rs.size(); j++)
-    if (!rs[j].alias_info() && rs[j].type()->kind() == c10::TypeKind::TensorType && !return_absent(schema, inputs, j))
+    if (!rs[j].alias_info() && rs[j].type()->kind() == c10::TypeKind::TensorType && !return_absent(schema, inputs, j) &&
+        !is_fixed(j))
       single++;
   size_t next_mutated = 0, next_fresh = 0;
   torch::jit::Stack returns;
   for (size_t j = 0; j < rs.size(); j++) {
-    if (rs[j].alias_info()) {
+    if (is_fixed(j)) {
+      returns.push_back(*fixed->values[j]);
+    } else if (rs[j].alias_info()) {
       returns.push_back(mutated[next_mutated++]);
     } else if (return_absent(schema, inputs, j)) {
       returns.emplace_back(at::Tensor());
@@ -459,18 +485,25 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   tpu_op_plan* plan = nullptr;
   check(tpu_op_lookup(&call, &plan));
   if (!plan) {
-    std::vector<at::Tensor> metas = infer_outputs(op, inputs);
+    std::unique_ptr<FixedReturns> fixed;
+    std::vector<at::Tensor> metas = infer_outputs(op, inputs, &fixed);
     std::vector<tpu_dtype> dtypes;
     std::vector<int> ranks;
     std::vector<const int64_t*> sizes;
+    // Fresh outputs take the meta kernel's layout (attention's output is
+    // laid out like its query), so later views agree with torch.compile's.
+    std::vector<const int64_t*> strides;
     for (const at::Tensor& m : metas) {
       dtypes.push_back(to_tpu_dtype(m.scalar_type(), name.c_str()));
       ranks.push_back(static_cast<int>(m.dim()));
       sizes.push_back(m.sizes().data());
+      strides.push_back(strides.size() >= targets.size() && !m.is_contiguous() ? m.strides().data() : nullptr);
     }
     check(tpu_op_plan_create(&call, static_cast<int>(metas.size()), dtypes.data(), ranks.data(), sizes.data(),
-                             &plan));
+                             strides.data(), fixed.get(), &plan));
+    fixed.release();  // the plan keeps it
   }
+  const auto* fixed = static_cast<const FixedReturns*>(tpu_op_plan_host_data(plan));
 
   // Outputs: the targets (out= resized to the plan's shapes), then fresh tensors.
   int count = tpu_op_plan_output_count(plan);
@@ -482,12 +515,18 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     tpu_dtype dtype;
     int rank;
     const int64_t* sizes;
-    tpu_op_plan_output(plan, k, &dtype, &rank, &sizes);
+    const int64_t* strides;
+    tpu_op_plan_output(plan, k, &dtype, &rank, &sizes, &strides);
     at::IntArrayRef shape(sizes, static_cast<size_t>(rank));
     if (k < static_cast<int>(targets.size())) {
       at::Tensor& out = targets[static_cast<size_t>(k)];
       if (!out.sizes().equals(shape)) at::native::resize_output(out, shape);
       outputs.push_back(to_tpu_tensor(out, name.c_str()));
+    } else if (strides) {
+      fresh.push_back(at::detail::empty_strided_generic(shape, at::IntArrayRef(strides, static_cast<size_t>(rank)),
+                                                        allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                        to_scalar_type(dtype)));
+      outputs.push_back(to_tpu_tensor(fresh.back(), name.c_str()));
     } else {
       fresh.push_back(at::detail::empty_generic(shape, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                 to_scalar_type(dtype), std::nullopt));
@@ -498,7 +537,7 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   call.output_count = static_cast<int>(outputs.size());
   tpu_status status = tpu_op_execute(plan, &call);
   if (status) check(tpu_status_annotate(status, "%s: ", describe(op, inputs).c_str()));
-  push_returns(schema, inputs, fresh, stack);
+  push_returns(schema, inputs, fresh, fixed, stack);
 }
 
 }  // namespace torch_tpu

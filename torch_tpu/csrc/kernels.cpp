@@ -189,7 +189,7 @@ void run_counted(const char* name, std::initializer_list<at::Tensor> inputs, int
   check(tpu_op_lookup(&call, &plan));
   if (!plan) {
     const int64_t* sizes = view.sizes;
-    check(tpu_op_plan_create(&call, 1, &view.dtype, &view.rank, &sizes, &plan));
+    check(tpu_op_plan_create(&call, 1, &view.dtype, &view.rank, &sizes, nullptr, nullptr, &plan));
   }
   check(tpu_op_execute(plan, &call));
 }
@@ -279,6 +279,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // group, reading each offset back to the host; the lowering does all
   // groups in one program.
   m.impl("_grouped_mm", torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
+  // PyTorch's kernels of the attention form it leaves to other devices
+  // (see attention_choice.cpp) only raise; the lowering is one program.
+  m.impl("_scaled_dot_product_fused_attention_overrideable",
+         torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
+         torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
   // PyTorch's CompositeExplicitAutograd kernels of the _foreach_ ops loop
   // over per-tensor ops and would win over the fallback; foreach ops with a
   // lowering go to the fallback instead, one program per call.
