@@ -274,7 +274,7 @@ def test_scatter_add(dtype):
 
 @pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.int8, torch.uint8])
 def test_scatter_reduce(reduce, include_self, dtype):
     idx = index([[0, 1, 0, 3], [3, 3, 1, 0], [0, 0, 0, 1]])
     check(lambda x, i, s: x.scatter_reduce(0, i, s, reduce, include_self=include_self),

@@ -63,6 +63,9 @@ tpu_status hlo_builder_finish(hlo_builder* b, const hlo_value* results, int resu
  * to 2^53; use hlo_constant_i64 beyond). */
 hlo_value hlo_constant(hlo_builder* b, tpu_dtype dtype, double value);
 hlo_value hlo_constant_i64(hlo_builder* b, tpu_dtype dtype, int64_t value);
+/* The largest (or smallest) value of `dtype`, infinity for floats: the
+ * identity of minimum (or maximum), what max pooling pads with. */
+hlo_value hlo_constant_extreme(hlo_builder* b, tpu_dtype dtype, bool largest);
 /* A 0-d constant broadcast to `like`'s shape, in `like`'s dtype. */
 hlo_value hlo_constant_like(hlo_builder* b, hlo_value like, double value);
 hlo_value hlo_iota(hlo_builder* b, hlo_type type, int dimension);

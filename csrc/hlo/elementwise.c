@@ -50,6 +50,18 @@ hlo_value hlo_constant_i64(hlo_builder* b, tpu_dtype dtype, int64_t value) {
   return constant_text(b, dtype, literal);
 }
 
+hlo_value hlo_constant_extreme(hlo_builder* b, tpu_dtype dtype, bool largest) {
+  if (!tpu_dtype_is_integral(dtype) && dtype != TPU_BOOL)
+    return hlo_constant(b, dtype, largest ? __builtin_inf() : -__builtin_inf());
+  if (dtype == TPU_BOOL) return hlo_constant(b, dtype, largest);
+  int bits = (int)tpu_dtype_size(dtype) * 8;
+  /* Unsigned maxima as their two's-complement bits: printed unsigned. */
+  uint64_t unsigned_max = bits == 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
+  if (!tpu_dtype_is_signed_int(dtype)) return hlo_constant_i64(b, dtype, largest ? (int64_t)unsigned_max : 0);
+  int64_t signed_max = (int64_t)(unsigned_max >> 1);
+  return hlo_constant_i64(b, dtype, largest ? signed_max : -signed_max - 1);
+}
+
 hlo_value hlo_constant_like(hlo_builder* b, hlo_value like, double value) {
   if (!values_valid(b, &like, 1)) return HLO_INVALID;
   hlo_type t = *hlo_type_of(b, like); /* a copy: adding values moves the table */

@@ -67,18 +67,7 @@ void hlo_arg_reduce(hlo_builder* b, hlo_value x, int dim, bool is_max, hlo_value
   index_type.dtype = TPU_I64;
   hlo_value indices = hlo_iota(b, index_type, dim);
   /* The init loses every comparison: worst value, largest index. */
-  hlo_value init = tpu_dtype_is_float(in.dtype)
-                       ? hlo_constant(b, in.dtype, is_max ? -__builtin_inf() : __builtin_inf())
-                       : hlo_constant_i64(b, in.dtype, 0);
-  if (!tpu_dtype_is_float(in.dtype)) {
-    /* Integers: the type's extreme value, computed with shifts-free constants. */
-    int bits = (int)tpu_dtype_size(in.dtype) * 8;
-    bool is_signed = tpu_dtype_is_signed_int(in.dtype);
-    int64_t lowest = is_signed ? (bits == 64 ? INT64_MIN : -((int64_t)1 << (bits - 1))) : 0;
-    int64_t highest = is_signed ? (bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1)
-                                : (bits == 64 ? -1 : ((int64_t)1 << bits) - 1);
-    init = hlo_constant_i64(b, in.dtype, is_max ? lowest : highest);
-  }
+  hlo_value init = hlo_constant_extreme(b, in.dtype, !is_max);
   hlo_value index_init = hlo_constant_i64(b, TPU_I64, INT64_MAX);
   arg_reduce_region(b, in.dtype, is_max);
   hlo_value operands[4] = {x, indices, init, index_init};

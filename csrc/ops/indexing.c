@@ -29,17 +29,6 @@ static void set_empty_output(tpu_lowering* l) {
   tpu_lower_set_output(l, 0, hlo_constant(tpu_lower_builder(l), tpu_lower_output_type(l, 0).dtype, 0));
 }
 
-/* The largest (or smallest) value of dtype t: the identity of minimum (or
- * maximum). */
-static hlo_value extreme_value(hlo_builder* b, tpu_dtype t, bool largest) {
-  if (tpu_dtype_is_float(t)) return hlo_constant(b, t, largest ? __builtin_inf() : -__builtin_inf());
-  if (t == TPU_BOOL) return hlo_constant(b, t, largest);
-  if (!tpu_dtype_is_signed_int(t)) return hlo_constant_i64(b, t, largest ? (int64_t)-1 : 0);
-  int bits = (int)tpu_dtype_size(t) * 8;
-  int64_t top = bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
-  return hlo_constant_i64(b, t, largest ? top : -top - 1);
-}
-
 /* cat(tensors, dim): converted to the output's (promoted) dtype. Legacy
  * empty 1-d tensors of any rank are skipped, as in PyTorch. */
 static tpu_status lower_cat(tpu_lowering* l) {
@@ -348,8 +337,8 @@ static tpu_status lower_scatter(tpu_lowering* l) {
   hlo_value start = x;
   if (!include_self) {
     bool prod = strcmp(reduce, "prod") == 0;
-    hlo_value identity = strcmp(reduce, "amax") == 0   ? extreme_value(b, xt.dtype, false)
-                         : strcmp(reduce, "amin") == 0 ? extreme_value(b, xt.dtype, true)
+    hlo_value identity = strcmp(reduce, "amax") == 0   ? hlo_constant_extreme(b, xt.dtype, false)
+                         : strcmp(reduce, "amin") == 0 ? hlo_constant_extreme(b, xt.dtype, true)
                                                         : hlo_constant(b, xt.dtype, prod);
     identity = hlo_broadcast_in_dim(b, identity, ut.rank, ut.dims, NULL);
     start = scatter_elements(b, x, index, dim, identity, NULL);

@@ -81,14 +81,6 @@ static hlo_value spread(hlo_builder* b, hlo_value v, int n, const hlo_type* t) {
   return hlo_broadcast_in_dim(b, v, t->rank, t->dims, dims);
 }
 
-/* The smallest value of dtype t: what max pooling pads with. */
-static hlo_value lowest_value(hlo_builder* b, tpu_dtype t) {
-  if (tpu_dtype_is_float(t)) return hlo_constant(b, t, -__builtin_inf());
-  if (!tpu_dtype_is_signed_int(t)) return hlo_constant(b, t, 0);
-  int bits = (int)tpu_dtype_size(t) * 8;
-  return hlo_constant_i64(b, t, bits == 64 ? INT64_MIN : -((int64_t)1 << (bits - 1)));
-}
-
 /* Each element's index in its plane (n = 2) or volume (n = 3), i64 of t's
  * shape: what max pooling returns as indices. */
 static hlo_value flat_index(hlo_builder* b, const hlo_type* t, int n) {
@@ -112,7 +104,7 @@ static tpu_status lower_max_pool(tpu_lowering* l) {
   hlo_value index = flat_index(b, &in, p.n);
   hlo_window w = pool_window(&p);
   hlo_value values, indices;
-  hlo_reduce_window_argmax(b, x, index, lowest_value(b, in.dtype),
+  hlo_reduce_window_argmax(b, x, index, hlo_constant_extreme(b, in.dtype, false),
                            hlo_constant_i64(b, TPU_I64, INT64_MAX), &w, &values, &indices);
   tpu_lower_set_output(l, 0, values);
   tpu_lower_set_output(l, 1, indices);
@@ -342,7 +334,7 @@ static tpu_status lower_adaptive_max_pool(tpu_lowering* l) {
   spatial_sizes(&in, n, sin);
   spatial_sizes(&out, n, sout);
   hlo_value values = tpu_lower_tensor(l, 0), index = flat_index(b, &in, n);
-  hlo_value lowest = lowest_value(b, in.dtype), no_index = hlo_constant_i64(b, TPU_I64, INT64_MAX);
+  hlo_value lowest = hlo_constant_extreme(b, in.dtype, false), no_index = hlo_constant_i64(b, TPU_I64, INT64_MAX);
   for (int i = n - 1; i >= 0; i--) {
     int d = in.rank - n + i;
     adaptive_axis axis = adaptive_windows(b, sin[i], sout[i], TPU_F32);
