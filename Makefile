@@ -19,7 +19,7 @@ RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/release/%.o)
 ASAN_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/asan/%.o)
 TEST_BIN := $(TEST_SRC:csrc/tests/%.c=$(BUILD)/asan/%)
 
-.PHONY: setup test demo ctest pytest clean bench
+.PHONY: setup test demo ctest pytest pytest-strict pytest-fused-debug clean bench
 .SECONDARY:  # keep the sanitizer objects between runs
 .DEFAULT_GOAL := test
 
@@ -62,8 +62,15 @@ PARITY_TESTS := $(sort $(wildcard tests/test_elementwise.py tests/test_reduce.py
                   tests/test_optim.py tests/test_autocast.py tests/test_data_dependent.py tests/test_moe.py \
                   tests/test_hf_models.py)) tests/test_examples.py
 
+# The strict suite and the other modes' suites run side by side, as each
+# process is mostly one thread; each lane's output is printed whole when it ends.
 pytest: setup
+	@$(MAKE) --no-print-directory -j2 --output-sync=target pytest-strict pytest-fused-debug
+
+pytest-strict: setup
 	$(PY) -m pytest -q tests
+
+pytest-fused-debug: setup
 	TORCH_TPU_EAGER_MODE=fused $(PY) -m pytest -q $(PARITY_TESTS)
 	TORCH_TPU_EAGER_MODE=debug $(PY) -m pytest -q tests/test_examples.py
 
