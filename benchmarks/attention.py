@@ -1,14 +1,12 @@
 """F.scaled_dot_product_attention, forward and backward, causal, at a
-GPT-2-like shape: on tpu in its fused form (forced with
-sdpa_kernel(SDPBackend.OVERRIDEABLE), as float32 takes the math form by
-default; one op each way, the products in the inputs' dtype) and in
-PyTorch's math form (forced with
-torch.nn.attention.sdpa_kernel(SDPBackend.MATH): half inputs cast to
-float32, the probabilities kept), and on PyTorch's CPU backend, in one run.
-(No PyTorch CUDA side: with the tpu device registered, PyTorch's autograd
-refuses CUDA tensors; see gpt2_step.py.) Prints milliseconds per
-forward+backward (best of alternating rounds) and each side's ratio to the
-tpu math form.
+GPT-2-like shape: on tpu in its fused form (its default, forced all the same
+with sdpa_kernel(SDPBackend.OVERRIDEABLE); one op each way, the products in
+the inputs' dtype) and in PyTorch's math form (forced with
+sdpa_kernel(SDPBackend.MATH): half inputs cast to float32, the probabilities
+kept), and on PyTorch's CPU backend, in one run. (No PyTorch CUDA side: with
+the tpu device registered, PyTorch's autograd refuses CUDA tensors; see
+gpt2_step.py.) Prints milliseconds per forward+backward (best of alternating
+rounds) and each side's ratio to the tpu math form.
 
     python benchmarks/attention.py [--batch 4 --heads 12 --tokens 256 --head-dim 64]
 """
