@@ -1,5 +1,6 @@
 /* The StableHLO builder: printed text of small modules, running them
  * through the plugin, and sticky errors. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,36 @@ static void test_reduce_and_argmax(void) {
   hlo_builder_free(b);
 }
 
+/* Each integer type's extremes printed in range (a literal out of range
+ * fails to parse), and a module returning them compiles. */
+static void test_constant_extremes(void) {
+  hlo_builder* b = NULL;
+  CHECK_OK(hlo_builder_create(&b));
+  const tpu_dtype types[] = {TPU_U8, TPU_I8, TPU_I16, TPU_I32, TPU_I64, TPU_U32, TPU_U64, TPU_BOOL, TPU_F32};
+  hlo_value results[2 * sizeof types / sizeof *types];
+  int n = 0;
+  for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+    results[n++] = hlo_constant_extreme(b, types[i], false);
+    results[n++] = hlo_constant_extreme(b, types[i], true);
+  }
+  char* text = finish(b, results, n);
+  const char* literals[] = {"dense<0> : tensor<ui8>", "dense<255> : tensor<ui8>", "dense<-128> : tensor<i8>",
+                            "dense<127> : tensor<i8>", "dense<-32768> : tensor<i16>", "dense<32767> : tensor<i16>",
+                            "dense<-2147483648> : tensor<i32>", "dense<2147483647> : tensor<i32>",
+                            "dense<-9223372036854775808> : tensor<i64>", "dense<9223372036854775807> : tensor<i64>",
+                            "dense<4294967295> : tensor<ui32>", "dense<18446744073709551615> : tensor<ui64>",
+                            "dense<0xFF800000> : tensor<f32>", "dense<0x7F800000> : tensor<f32>"};
+  for (size_t i = 0; i < sizeof literals / sizeof *literals; i++) {
+    if (!strstr(text, literals[i])) fprintf(stderr, "missing %s\n", literals[i]);
+    CHECK(strstr(text, literals[i]));
+  }
+  struct PJRT_LoadedExecutable* exe = NULL;
+  CHECK_OK(tpu_pjrt_compile(pjrt, text, strlen(text), &exe));
+  tpu_pjrt_executable_destroy(pjrt, exe);
+  free(text);
+  hlo_builder_free(b);
+}
+
 static void test_sticky_error(void) {
   hlo_builder* b = NULL;
   CHECK_OK(hlo_builder_create(&b));
@@ -106,6 +137,7 @@ int main(void) {
   if (pjrt) {
     test_add_text_and_run();
     test_reduce_and_argmax();
+    test_constant_extremes();
   }
   test_sticky_error();
   tpu_pjrt_close(pjrt);
