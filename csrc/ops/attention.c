@@ -1,7 +1,8 @@
 /* Attention. scaled_dot_product_attention reaches us as PyTorch's fused
  * form for other devices, _scaled_dot_product_fused_attention_overrideable
- * and its backward, where torch_tpu/csrc/attention_choice.cpp picks it (half
- * inputs, no dropout, as many key/value heads as query heads); otherwise as its math
+ * and its backward, where torch_tpu/csrc/attention_choice.cpp picks it
+ * (float16, bfloat16 or float32, no dropout, as many key/value heads as query
+ * heads); otherwise as its math
  * form: bmm, _softmax, where, tril and native_dropout, lowered elsewhere.
  * This file adds the fused form, dropout's backward, and the inference fast
  * paths of nn.MultiheadAttention and nn.TransformerEncoderLayer, each one
