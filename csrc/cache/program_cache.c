@@ -16,6 +16,7 @@ struct cached_program {
   char* text;
   size_t size;
   struct PJRT_LoadedExecutable* executable; /* NULL while unloaded */
+  size_t output_count;                      /* the plugin's count, read at load */
   int maps;                                 /* memory maps it held when first loaded */
   cached_program* next;                    /* hash chain */
   cached_program* newer;                   /* loaded ones, by last use */
@@ -170,6 +171,9 @@ static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
     disk_cache_store(pjrt, p->text, p->size, p->executable);
     *out_compiled = true;
   }
+  /* Read once here: asking the plugin per execution builds every output's
+   * shape each time. */
+  p->output_count = tpu_pjrt_executable_output_count(pjrt, p->executable);
   if (!p->maps) p->maps = !host ? 1 : measure ? measured_maps(maps_before, p->size) : estimated_maps(p->size);
   loaded_maps += p->maps;
   push_newest(p);
@@ -177,16 +181,27 @@ static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
   return NULL;
 }
 
-tpu_status program_cache_executable(tpu_pjrt* pjrt, cached_program* p,
-                                    struct PJRT_LoadedExecutable** out_executable) {
-  *out_executable = NULL;
+static tpu_status ensure_loaded(tpu_pjrt* pjrt, cached_program* p) {
   if (p->executable) {
     mark_used(p);
-  } else {
-    bool compiled;
-    TPU_RETURN_IF_ERROR(load(pjrt, p, &compiled));
+    return NULL;
   }
-  *out_executable = p->executable;
+  bool compiled;
+  return load(pjrt, p, &compiled);
+}
+
+tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* p, int device,
+                             struct PJRT_Buffer* const* args, size_t arg_count,
+                             struct PJRT_Buffer** results, size_t result_count) {
+  TPU_RETURN_IF_ERROR(ensure_loaded(pjrt, p));
+  /* The plugin writes as many results as the program has: a short array
+   * would be overrun. */
+  if (p->output_count != result_count)
+    return TPU_ERROR(TPU_INTERNAL, "execute: program has %zu outputs, caller expects %zu",
+                     p->output_count, result_count);
+  TPU_RETURN_IF_ERROR(
+      tpu_pjrt_execute(pjrt, p->executable, device, args, arg_count, results, result_count));
+  tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
   return NULL;
 }
 
@@ -198,8 +213,7 @@ tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size, cach
   cached_program** bucket = &buckets[h % BUCKETS];
   for (cached_program* p = *bucket; p; p = p->next) {
     if (p->hash == h && p->size == size && memcmp(p->text, text, size) == 0) {
-      struct PJRT_LoadedExecutable* executable;
-      TPU_RETURN_IF_ERROR(program_cache_executable(pjrt, p, &executable));
+      TPU_RETURN_IF_ERROR(ensure_loaded(pjrt, p));
       *out_program = p;
       return NULL;
     }

@@ -26,10 +26,12 @@ typedef struct cached_program cached_program;
 tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size, cached_program** out_program,
                              bool* out_compiled);
 
-/* The entry's executable for one execution, reloaded if it was unloaded;
- * valid until the next call into the program cache. Runtime lock held. */
-tpu_status program_cache_executable(tpu_pjrt* pjrt, cached_program* program,
-                                    struct PJRT_LoadedExecutable** out_executable);
+/* Runs the entry's program on `device` (reloading it if it was unloaded)
+ * and counts the execution; result_count must be the program's output
+ * count (checked). Returns without waiting. Runtime lock held. */
+tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* program, int device,
+                             struct PJRT_Buffer* const* args, size_t arg_count,
+                             struct PJRT_Buffer** results, size_t result_count);
 
 /* The maps loaded executables may hold: TORCH_TPU_MAX_PROGRAM_MAPS, else
  * half of vm.max_map_count. The most recently used one stays loaded

@@ -438,12 +438,9 @@ tpu_status graph_execute(int device, struct cached_program* program, const graph
   int made = 0;
   for (; !status && made < value_count; made++)
     status = graph_value_buffer(device, &values[made], &args[made], &owned[made]);
-  struct PJRT_LoadedExecutable* executable = NULL;
-  if (!status) status = program_cache_executable(runtime_pjrt(), program, &executable);
   if (!status)
-    status = tpu_pjrt_execute(runtime_pjrt(), executable, device, args, (size_t)value_count, results,
-                              (size_t)result_count);
-  if (!status) tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
+    status = program_cache_run(runtime_pjrt(), program, device, args, (size_t)value_count, results,
+                               (size_t)result_count);
   for (int i = 0; i < made && owned; i++) tpu_pjrt_buffer_destroy(runtime_pjrt(), owned[i]);
   free(args);
   free(owned);

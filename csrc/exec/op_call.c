@@ -429,13 +429,10 @@ static tpu_status run_variant(const op_variant* v, const tpu_op_call* call, cons
   int made = 0;
   for (; !status && made < v->param_count; made++)
     status = param_buffer(call, &v->params[made], &args[made], &owned[made]);
-  struct PJRT_LoadedExecutable* executable = NULL;
-  if (!status) status = program_cache_executable(runtime_pjrt(), v->program, &executable);
   if (!status)
-    status = tpu_pjrt_execute(runtime_pjrt(), executable, call->device, args,
-                              (size_t)v->param_count, results, (size_t)v->result_count);
+    status = program_cache_run(runtime_pjrt(), v->program, call->device, args, (size_t)v->param_count,
+                               results, (size_t)v->result_count);
   if (!status) {
-    tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
     for (int m = 0; m < v->result_count; m++) {
       tpu_buffer* written = call->outputs[v->result_outputs[m]].buffer;
       buffer_replace(written, results[m], v->result_dtypes[m]);

@@ -70,7 +70,10 @@ size_t tpu_pjrt_executable_output_count(tpu_pjrt* pjrt, struct PJRT_LoadedExecut
 void tpu_pjrt_executable_destroy(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* executable);
 
 /* Runs on `device`. No input is donated. Fills out_outputs[0..output_count)
- * with new buffers; returns without waiting for the computation. */
+ * with new buffers; returns without waiting for the computation. The plugin
+ * writes one buffer per output of the program, so output_count must be
+ * tpu_pjrt_executable_output_count's (read it once per executable: the
+ * plugin builds every output's shape to answer). */
 tpu_status tpu_pjrt_execute(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* executable, int device,
                             struct PJRT_Buffer* const* args, size_t arg_count,
                             struct PJRT_Buffer** out_outputs, size_t output_count);

@@ -185,14 +185,6 @@ tpu_status tpu_pjrt_execute(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* execut
   if (output_count && !out_outputs)
     return TPU_ERROR(TPU_INVALID_ARGUMENT, "execute: %zu outputs but out_outputs is NULL",
                      output_count);
-  /* The plugin writes as many outputs as the program has: a short array
-   * would be overrun, so the count is checked on every call. */
-  size_t expected;
-  TPU_RETURN_IF_ERROR(num_outputs(pjrt, executable, &expected));
-  if (expected != output_count)
-    return TPU_ERROR(TPU_INVALID_ARGUMENT, "execute: program has %zu outputs, caller expects %zu",
-                     expected, output_count);
-
   /* No donation: an input buffer stays valid after the call. */
   int64_t stack_indices[STACK_ARGS];
   int64_t* indices = stack_indices;

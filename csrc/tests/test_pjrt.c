@@ -197,21 +197,14 @@ static void test_execute(tpu_pjrt* pjrt) {
   run_add(pjrt, exe, 1); /* the same portable executable on the second device */
   run_add(pjrt, exe, 0);
 
-  /* Wrong output count: refused before the plugin can overrun the array. */
+  /* A device outside the client: refused, and the outputs stay NULL. */
   const int64_t dims[] = {4};
   const float a[4] = {1, 2, 3, 4};
   struct PJRT_Buffer* args[2] = {NULL, NULL};
   CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, dims, 1, a, &args[0]));
   CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, dims, 1, a, &args[1]));
   struct PJRT_Buffer* outs[2] = {NULL, NULL};
-  tpu_status status = tpu_pjrt_execute(pjrt, exe, 0, args, 2, outs, 2);
-  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT);
-  CHECK(has_text(status, "has 1 outputs, caller expects 2"));
-  tpu_status_free(status);
-  status = tpu_pjrt_execute(pjrt, exe, 0, args, 2, outs, 0);
-  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT);
-  tpu_status_free(status);
-  status = tpu_pjrt_execute(pjrt, exe, 5, args, 2, outs, 1);
+  tpu_status status = tpu_pjrt_execute(pjrt, exe, 5, args, 2, outs, 1);
   CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT && has_text(status, "device 5"));
   tpu_status_free(status);
   CHECK(outs[0] == NULL && outs[1] == NULL);
