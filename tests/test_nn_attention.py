@@ -251,6 +251,8 @@ MHA_MASKS = {
     "key_padding": {"key_padding_mask": torch.tensor([[False] * 4 + [True], [False] * 5])},
     "both": {"attn_mask": torch.triu(torch.ones(5, 5, dtype=torch.bool), 1),
              "key_padding_mask": torch.tensor([[False] * 3 + [True] * 2, [False] * 5])},
+    # A batch that sees no key: NaN there, as PyTorch's kernel gives.
+    "fully_masked": {"key_padding_mask": torch.tensor([[True] * 5, [False] * 4 + [True]])},
 }
 
 

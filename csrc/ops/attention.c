@@ -73,16 +73,27 @@ static hlo_value scores_mask(tpu_lowering* l, int index, int64_t mask_type,
   return hlo_broadcast_to(b, mask, 4, scores->dims);
 }
 
-/* Softmax of scores [B, H, T, S] over the keys, shifted by the max. */
-static hlo_value softmax_keys(hlo_builder* b, hlo_value scores) {
+/* Softmax of scores [B, H, T, S] over the keys, shifted by each row's max.
+ * A row of only -inf gives NaN, as PyTorch's multi-head attention kernels
+ * do, or with `empty_rows_zero` zeros, as _safe_softmax does; *out_lse (if
+ * asked) gets each row's log-sum-exp [B, H, T]. */
+static hlo_value softmax_keys(hlo_builder* b, hlo_value scores, bool empty_rows_zero, hlo_value* out_lse) {
   hlo_type st = *hlo_type_of(b, scores);
-  static const int64_t keys = 3, rest[3] = {0, 1, 2};
-  hlo_value lowest = hlo_constant(b, st.dtype, -__builtin_inf());
-  hlo_value max = hlo_reduce_extreme(b, scores, lowest, true, &keys, 1);
-  max = hlo_broadcast_in_dim(b, max, 4, st.dims, rest);
-  hlo_value e = hlo_unary(b, "exponential", hlo_binary(b, "subtract", scores, max));
+  static const int64_t keys = 3, rows[3] = {0, 1, 2};
+  hlo_value max = hlo_reduce_extreme(b, scores, hlo_constant(b, st.dtype, -__builtin_inf()), true, &keys, 1);
+  if (empty_rows_zero) {
+    hlo_value empty = hlo_compare(b, "EQ", max, hlo_constant_like(b, max, -__builtin_inf()));
+    max = hlo_select(b, empty, hlo_constant_like(b, max, 0), max);
+  }
+  hlo_value e = hlo_unary(b, "exponential",
+                          hlo_binary(b, "subtract", scores, hlo_broadcast_in_dim(b, max, 4, st.dims, rows)));
   hlo_value sum = hlo_reduce(b, e, hlo_constant(b, st.dtype, 0), "add", &keys, 1);
-  return hlo_binary(b, "divide", e, hlo_broadcast_in_dim(b, sum, 4, st.dims, rest));
+  if (out_lse) *out_lse = hlo_binary(b, "add", hlo_unary(b, "log", sum), max);
+  hlo_value inverse = hlo_binary(b, "divide", hlo_constant_like(b, sum, 1), sum);
+  if (empty_rows_zero)
+    inverse = hlo_select(b, hlo_compare(b, "EQ", sum, hlo_constant_like(b, sum, 0)),
+                         hlo_constant_like(b, sum, 0), inverse);
+  return hlo_binary(b, "multiply", e, hlo_broadcast_in_dim(b, inverse, 4, st.dims, rows));
 }
 
 /* Where an attention block's arguments sit in an op's schema. */
@@ -139,7 +150,7 @@ static hlo_value attention_block(tpu_lowering* l, const block_args* a, int64_t e
     hlo_value masked = scores_mask(l, a->mask, tpu_lower_int(l, a->mask_type, 2), &st);
     scores = hlo_select(b, masked, hlo_constant_like(b, scores, -__builtin_inf()), scores);
   }
-  *out_p = softmax_keys(b, scores);
+  *out_p = softmax_keys(b, scores, false, NULL);
   hlo_value context = hlo_dot_general(b, *out_p, v, batch, batch, 2, &last, &rows, 1, t);
   context = merge_heads(b, context);
   return project(b, context, tpu_lower_value(l, a->qkv_weight + 2, t),
@@ -286,24 +297,6 @@ static hlo_value fused_attention_scores(tpu_lowering* l, const fused_attention* 
   return s;
 }
 
-/* Softmax over the keys where a row of only -inf gives zeros (as
- * _safe_softmax), and the row's log-sum-exp [B, H, L] (-inf there). */
-static hlo_value safe_softmax_keys(hlo_builder* b, hlo_value scores, hlo_value* out_lse) {
-  hlo_type st = *hlo_type_of(b, scores);
-  static const int64_t keys = 3, rows[3] = {0, 1, 2};
-  hlo_value max = hlo_reduce_extreme(b, scores, hlo_constant(b, st.dtype, -__builtin_inf()), true, &keys, 1);
-  hlo_value empty = hlo_compare(b, "EQ", max, hlo_constant_like(b, max, -__builtin_inf()));
-  max = hlo_select(b, empty, hlo_constant_like(b, max, 0), max);
-  hlo_value e = hlo_unary(b, "exponential",
-                          hlo_binary(b, "subtract", scores, hlo_broadcast_in_dim(b, max, 4, st.dims, rows)));
-  hlo_value sum = hlo_reduce(b, e, hlo_constant(b, st.dtype, 0), "add", &keys, 1);
-  if (out_lse) *out_lse = hlo_binary(b, "add", hlo_unary(b, "log", sum), max);
-  hlo_value zero = hlo_compare(b, "EQ", sum, hlo_constant_like(b, sum, 0));
-  hlo_value inverse = hlo_select(b, zero, hlo_constant_like(b, sum, 0),
-                                 hlo_binary(b, "divide", hlo_constant_like(b, sum, 1), sum));
-  return hlo_binary(b, "multiply", e, hlo_broadcast_in_dim(b, inverse, 4, st.dims, rows));
-}
-
 /* x [B, H, M, N] (contracting x_dim) with y (contracting y_dim), the
  * operands in the inputs' dtype and the sums in acc. */
 static hlo_value fused_attention_product(hlo_builder* b, const fused_attention* a, hlo_value x, int64_t x_dim,
@@ -325,7 +318,7 @@ static tpu_status lower_fused_attention(tpu_lowering* l) {
   fused_attention a;
   if (!fused_attention_begin(l, 0, 7, &a)) return NULL;
   hlo_value lse;
-  hlo_value p = safe_softmax_keys(b, fused_attention_scores(l, &a, 3, tpu_lower_bool(l, 5, false)), &lse);
+  hlo_value p = softmax_keys(b, fused_attention_scores(l, &a, 3, tpu_lower_bool(l, 5, false)), true, &lse);
   static const int64_t keys = 3, rows = 2;
   tpu_lower_set_output(l, 0, fused_attention_product(b, &a, p, keys, a.v, rows));
   tpu_lower_set_output(l, 1, lse);
