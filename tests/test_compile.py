@@ -346,3 +346,28 @@ def test_bad_backend_options_are_rejected():
         torch.compile(mlp().to("tpu"), backend="tpu", options={"bucket": 8})(torch.randn(2, 12).to("tpu"))
     with pytest.raises(Exception, match="bucket_bound must be an int"):
         torch.compile(mlp().to("tpu"), backend="tpu", options={"bucket_bound": 1})(torch.randn(2, 12).to("tpu"))
+
+
+def test_whole_storage_results_leave_in_their_computed_shape(tmp_path):
+    """On the CPU plugin a program returns a storage it writes whole in the
+    value's own shape (XLA CPU does not vectorize a fusion that ends in a
+    flatten when a broadcast such as the bias is inside it); the values
+    match the CPU and read back as flat storages in the next program."""
+    import torch_tpu.metrics as metrics
+
+    layer = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU())
+    x = torch.randn(8, 16)
+    compiled = torch.compile(copy.deepcopy(layer).to("tpu"), backend="tpu")
+    metrics.set_dump_dir(tmp_path)
+    try:
+        with torch.no_grad():
+            out = compiled(x.to("tpu"))
+            again = out * 2  # an eager op reads the shaped buffer as its flat storage
+    finally:
+        metrics.set_dump_dir(None)
+    with torch.no_grad():
+        assert_close(out, layer(x), 1e-5, 1e-5)
+        assert_close(again, layer(x) * 2, 1e-5, 1e-5)
+    signatures = [line for p in tmp_path.glob("*.mlir") for line in p.read_text().splitlines()
+                  if "func.func public @main" in line]
+    assert any("-> (tensor<8x32xf32>)" in s for s in signatures), signatures

@@ -69,7 +69,7 @@ def test_writing_a_whole_permuted_view_does_not_read_the_old_storage(tmp_path):
     finally:
         metrics.set_dump_dir(None)
     programs = [p.read_text() for p in pathlib.Path(tmp_path).glob("*.mlir")]
-    assert "@main(%v0: tensor<99xf32>) -> (tensor<99xf32>)" in "".join(programs)
+    assert "@main(%v0: tensor<99xf32>) ->" in "".join(programs)
 
 
 def test_random_as_strided_reads_match_cpu():

@@ -299,7 +299,7 @@ tpu_status graph_lower(graph* g, const int* result_slots, int result_count, char
   hlo_value* values = status ? NULL : malloc((size_t)(result_count + 1) * sizeof *values);
   if (!status && !values) status = no_memory();
   for (int m = 0; !status && m < result_count; m++) values[m] = g->slots[result_slots[m]].value;
-  if (!status) status = hlo_builder_finish(g->b, values, result_count, out_text, out_size);
+  if (!status) status = finish_program(g->b, values, result_count, out_text, out_size);
   free(values);
   hlo_builder_free(g->b);
   g->b = NULL;

@@ -401,6 +401,12 @@ static void lowering_end(tpu_lowering* l) {
   free(l->storages);
 }
 
+tpu_status finish_program(hlo_builder* b, hlo_value* results, int count, char** out_text, size_t* out_size) {
+  if (tpu_pjrt_buffers_shape_free(runtime_pjrt()))
+    for (int m = 0; m < count; m++) results[m] = hlo_reshape_origin(b, results[m]);
+  return hlo_builder_finish(b, results, count, out_text, out_size);
+}
+
 static hlo_value* results_alloc(const tpu_op_call* call) {
   return malloc((size_t)(call->output_count ? call->output_count : 1) * sizeof(hlo_value));
 }
@@ -413,7 +419,7 @@ tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_varia
                               : TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory lowering aten::%s", l.name);
   if (!status) status = lower_and_write(&l, variant, results);
   if (!status)
-    status = hlo_builder_finish(l.b, results, variant->result_count, out_text, out_size);
+    status = finish_program(l.b, results, variant->result_count, out_text, out_size);
   if (!status) {
     variant->params = l.params;
     variant->param_count = l.param_count;

@@ -68,6 +68,14 @@ const tpu_tensor* ref_tensor(const tpu_op_call* call, tensor_ref ref);
 tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_variant* variant,
                       char** out_text, size_t* out_size);
 
+/* Finishes a program returning each written storage's new value (flat).
+ * A storage written whole is returned in the shape it was computed in where
+ * the plugin lets later programs read it as flat (tpu_pjrt_buffers_shape_free):
+ * XLA CPU runs a fusion whose result is reshaped to 1-d as a loop over the
+ * flat index, and a broadcast inside it (a bias, a norm's statistics) then
+ * stops vectorization; a linear layer and GELU in one program ran 5x slower. */
+tpu_status finish_program(hlo_builder* b, hlo_value* results, int count, char** out_text, size_t* out_size);
+
 /* The call's output layout signature (views, storages, aliasing), valid
  * until the thread's next signature. */
 tpu_status op_output_signature(const tpu_op_call* call, const unsigned char** out_data, size_t* out_len);

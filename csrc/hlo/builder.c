@@ -150,6 +150,7 @@ hlo_value new_value(hlo_builder* b, hlo_type type, int result_index) {
   hlo_value v = b->value_count++;
   hlo_value_info* info = &b->values[v];
   info->type = type;
+  info->reshape_of = HLO_INVALID;
   if (result_index < 0)
     snprintf(info->name, sizeof info->name, "%%v%d", v);
   else

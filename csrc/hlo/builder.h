@@ -85,6 +85,10 @@ hlo_value hlo_bitcast_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype); /* 
 
 /* Shapes. */
 hlo_value hlo_reshape(hlo_builder* b, hlo_value x, int rank, const int64_t* dims);
+/* The value a chain of reshapes began from (v itself when v is no reshape):
+ * the same elements in the same row-major order, in the shape they were
+ * computed in. */
+hlo_value hlo_reshape_origin(const hlo_builder* b, hlo_value v);
 hlo_value hlo_broadcast_in_dim(hlo_builder* b, hlo_value x, int rank, const int64_t* dims,
                                const int64_t* broadcast_dims);
 /* NumPy-style: aligns trailing dims; size-1 dims stretch. */

@@ -16,6 +16,7 @@ typedef struct hlo_text {
 typedef struct hlo_value_info {
   hlo_type type;
   char name[24]; /* "%v12" or "%v12#1" */
+  hlo_value reshape_of; /* the operand when a reshape made it, else HLO_INVALID */
 } hlo_value_info;
 
 struct hlo_builder {

@@ -14,7 +14,14 @@ hlo_value hlo_reshape(hlo_builder* b, hlo_value x, int rank, const int64_t* dims
     return hlo_fail(b, TPU_INTERNAL, "reshape of %s to %s changes the element count",
                     hlo_type_print(in, a, sizeof a), hlo_type_print(&out, c, sizeof c));
   }
-  return emit_op(b, "stablehlo.reshape", &x, 1, NULL, out);
+  hlo_value r = emit_op(b, "stablehlo.reshape", &x, 1, NULL, out);
+  if (r != HLO_INVALID) b->values[r].reshape_of = x;
+  return r;
+}
+
+hlo_value hlo_reshape_origin(const hlo_builder* b, hlo_value v) {
+  while (v >= 0 && v < b->value_count && b->values[v].reshape_of != HLO_INVALID) v = b->values[v].reshape_of;
+  return v;
 }
 
 hlo_value hlo_broadcast_in_dim(hlo_builder* b, hlo_value x, int rank, const int64_t* dims,

@@ -35,6 +35,11 @@ void tpu_pjrt_close(tpu_pjrt* pjrt);
 
 const char* tpu_pjrt_plugin_path(const tpu_pjrt* pjrt);
 const char* tpu_pjrt_platform_name(const tpu_pjrt* pjrt);    /* "cpu", "cuda", "tpu" */
+/* Whether an execution takes a buffer of any shape holding the parameter's
+ * element type and count. The CPU plugin's buffers are dense row-major bytes
+ * and it checks only their size (test_pjrt holds it to that); elsewhere the
+ * shapes must match (GPU) or the device layout follows the shape (TPU tiles). */
+bool tpu_pjrt_buffers_shape_free(const tpu_pjrt* pjrt);
 const char* tpu_pjrt_platform_version(const tpu_pjrt* pjrt);
 const char* tpu_pjrt_xla_version(const tpu_pjrt* pjrt);      /* "" when not reported */
 int tpu_pjrt_api_major(const tpu_pjrt* pjrt);

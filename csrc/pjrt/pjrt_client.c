@@ -374,6 +374,9 @@ void tpu_pjrt_close(tpu_pjrt* pjrt) {
 
 const char* tpu_pjrt_plugin_path(const tpu_pjrt* pjrt) { return pjrt ? pjrt->plugin_path : ""; }
 const char* tpu_pjrt_platform_name(const tpu_pjrt* pjrt) { return pjrt ? pjrt->platform_name : ""; }
+bool tpu_pjrt_buffers_shape_free(const tpu_pjrt* pjrt) {
+  return strcmp(tpu_pjrt_platform_name(pjrt), "cpu") == 0;
+}
 const char* tpu_pjrt_platform_version(const tpu_pjrt* pjrt) {
   return pjrt ? pjrt->platform_version : "";
 }

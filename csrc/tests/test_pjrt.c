@@ -188,6 +188,42 @@ static void run_add(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* exe, int devic
   tpu_pjrt_buffer_destroy(pjrt, args[1]);
 }
 
+/* tpu_pjrt_buffers_shape_free on the CPU plugin: a [2, 2] result read by
+ * a program whose parameter is [4] (graph.c returns whole-storage results
+ * in their computed shape there). */
+static void test_shape_free_buffers(tpu_pjrt* pjrt) {
+  CHECK(tpu_pjrt_buffers_shape_free(pjrt) == (strcmp(tpu_pjrt_platform_name(pjrt), "cpu") == 0));
+  if (!tpu_pjrt_buffers_shape_free(pjrt)) return;
+  static const char square_2x2[] =
+      "module {\n"
+      "  func.func public @main(%a: tensor<4xf32>) -> tensor<2x2xf32> {\n"
+      "    %0 = \"stablehlo.reshape\"(%a) : (tensor<4xf32>) -> tensor<2x2xf32>\n"
+      "    %1 = \"stablehlo.multiply\"(%0, %0) : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>\n"
+      "    \"func.return\"(%1) : (tensor<2x2xf32>) -> ()\n"
+      "  }\n"
+      "}\n";
+  struct PJRT_LoadedExecutable *square = NULL, *add = NULL;
+  CHECK_OK(tpu_pjrt_compile(pjrt, square_2x2, strlen(square_2x2), &square));
+  CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x4, strlen(add_f32x4), &add));
+  const int64_t dims[] = {4};
+  const float a[4] = {1, 2, 3, 4};
+  struct PJRT_Buffer *flat = NULL, *shaped = NULL, *sum = NULL;
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, dims, 1, a, &flat));
+  if (square && add && flat) {
+    CHECK_OK(tpu_pjrt_execute(pjrt, square, 0, &flat, 1, &shaped, 1));
+    struct PJRT_Buffer* args[2] = {shaped, shaped};
+    if (shaped) CHECK_OK(tpu_pjrt_execute(pjrt, add, 0, args, 2, &sum, 1));
+    float out[4] = {0};
+    if (sum) CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, sum, out, sizeof out));
+    CHECK(out[0] == 2 && out[1] == 8 && out[2] == 18 && out[3] == 32);
+  }
+  tpu_pjrt_buffer_destroy(pjrt, sum);
+  tpu_pjrt_buffer_destroy(pjrt, shaped);
+  tpu_pjrt_buffer_destroy(pjrt, flat);
+  tpu_pjrt_executable_destroy(pjrt, square);
+  tpu_pjrt_executable_destroy(pjrt, add);
+}
+
 static void test_execute(tpu_pjrt* pjrt) {
   struct PJRT_LoadedExecutable* exe = NULL;
   CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x4, strlen(add_f32x4), &exe));
@@ -335,6 +371,7 @@ int main(void) {
   test_round_trips(pjrt);
   test_buffer_errors(pjrt);
   test_execute(pjrt);
+  test_shape_free_buffers(pjrt);
   test_two_outputs(pjrt);
   test_empty_program(pjrt);
   test_serialize(pjrt);
