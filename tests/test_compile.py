@@ -353,18 +353,16 @@ def test_whole_storage_results_leave_in_their_computed_shape(tmp_path):
     value's own shape (XLA CPU does not vectorize a fusion that ends in a
     flatten when a broadcast such as the bias is inside it); the values
     match the CPU and read back as flat storages in the next program."""
-    import torch_tpu.metrics as metrics
-
     layer = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU())
     x = torch.randn(8, 16)
     compiled = torch.compile(copy.deepcopy(layer).to("tpu"), backend="tpu")
-    metrics.set_dump_dir(tmp_path)
+    torch_tpu.metrics.set_dump_dir(tmp_path)
     try:
         with torch.no_grad():
             out = compiled(x.to("tpu"))
             again = out * 2  # an eager op reads the shaped buffer as its flat storage
     finally:
-        metrics.set_dump_dir(None)
+        torch_tpu.metrics.set_dump_dir(None)
     with torch.no_grad():
         assert_close(out, layer(x), 1e-5, 1e-5)
         assert_close(again, layer(x) * 2, 1e-5, 1e-5)

@@ -189,8 +189,8 @@ static void run_add(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* exe, int devic
 }
 
 /* tpu_pjrt_buffers_shape_free on the CPU plugin: a [2, 2] result read by
- * a program whose parameter is [4] (graph.c returns whole-storage results
- * in their computed shape there). */
+ * a program whose parameter is [4] (finish_program in exec/lowering.c
+ * returns whole-storage results in their computed shape there). */
 static void test_shape_free_buffers(tpu_pjrt* pjrt) {
   CHECK(tpu_pjrt_buffers_shape_free(pjrt) == (strcmp(tpu_pjrt_platform_name(pjrt), "cpu") == 0));
   if (!tpu_pjrt_buffers_shape_free(pjrt)) return;
