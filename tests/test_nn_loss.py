@@ -161,6 +161,18 @@ def test_nll_loss(reduction):
     check_grad(lambda x, t: F.nll_loss(x, t, reduction=reduction), [randn((5,))], [torch.tensor(2)])
 
 
+# An ignored target adds exactly nothing, even where self holds -inf or NaN
+# at the ignored class (CPU skips it; a product with weight 0 would be NaN).
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_nll_loss_ignored_entries_with_inf(reduction):
+    x = randn((6, 4))
+    x[0, 1], x[3, 1], x[4, 2] = -float("inf"), NAN, float("inf")
+    t = torch.tensor([1, 0, 2, 1, 3, 1])
+    check(lambda x, t: F.nll_loss(x, t, ignore_index=1, reduction=reduction), x, t)
+    check(lambda x, t, w: F.nll_loss(x, t, weight=w, ignore_index=1, reduction=reduction), x, t,
+          torch.tensor([0.5, 2.0, 1.0, 0.25]))
+
+
 # CPU's nll_loss accepts uint8 class indices too (PyTorch's meta kernel,
 # which gives tpu its output types, does not; the glue works around that).
 def test_nll_loss_byte_targets():

@@ -11,6 +11,43 @@ static int window_positions(int rank, int dim, int index_rank, int64_t* out) {
   return w;
 }
 
+/* Coordinates (index's shape + [rank]) of the elements that torch.gather and
+ * torch.scatter address: each dim's position, but `index` along `dim`. */
+static hlo_value element_coords(hlo_builder* b, hlo_value index, int dim) {
+  hlo_type t = *hlo_type_of(b, index);
+  hlo_type one = t;
+  one.dims[one.rank++] = 1;
+  one.dtype = TPU_I64;
+  hlo_value parts[TPU_MAX_RANK];
+  for (int d = 0; d < t.rank; d++)
+    parts[d] = d == dim ? hlo_reshape(b, hlo_convert(b, index, TPU_I64), one.rank, one.dims)
+                        : hlo_iota(b, one, d);
+  return hlo_concatenate(b, parts, t.rank, t.rank);
+}
+
+hlo_value hlo_gather_elements(hlo_builder* b, hlo_value x, int dim, hlo_value index) {
+  hlo_value operands[2] = {x, index};
+  if (!values_valid(b, operands, 2)) return HLO_INVALID;
+  int rank = hlo_type_of(b, x)->rank;
+  int64_t all[TPU_MAX_RANK], ones[TPU_MAX_RANK];
+  for (int d = 0; d < rank; d++) all[d] = d, ones[d] = 1;
+  hlo_gather_dims g = {NULL, 0, all, rank, all, rank, rank, ones};
+  hlo_type out = *hlo_type_of(b, index);
+  out.dtype = hlo_type_of(b, x)->dtype;
+  return hlo_gather(b, x, element_coords(b, index, dim), &g, out);
+}
+
+hlo_value hlo_scatter_elements(hlo_builder* b, hlo_value x, int dim, hlo_value index,
+                               hlo_value updates, const char* combiner) {
+  hlo_value operands[3] = {x, index, updates};
+  if (!values_valid(b, operands, 3)) return HLO_INVALID;
+  int rank = hlo_type_of(b, x)->rank;
+  int64_t all[TPU_MAX_RANK];
+  for (int d = 0; d < rank; d++) all[d] = d;
+  hlo_scatter_dims s = {NULL, 0, all, rank, all, rank, rank};
+  return hlo_scatter(b, x, element_coords(b, index, dim), updates, &s, combiner);
+}
+
 hlo_value hlo_take(hlo_builder* b, hlo_value x, int dim, hlo_value index) {
   hlo_value operands[2] = {x, index};
   if (!values_valid(b, operands, 2)) return HLO_INVALID;

@@ -21,6 +21,15 @@ hlo_value hlo_take(hlo_builder* b, hlo_value x, int dim, hlo_value index);
 hlo_value hlo_put(hlo_builder* b, hlo_value x, int dim, hlo_value index, hlo_value updates,
                   const char* combiner);
 
+/* torch.gather: the elements of x at `index` (x's rank; dims other than
+ * `dim` no longer than x's) along `dim`, in index's shape. */
+hlo_value hlo_gather_elements(hlo_builder* b, hlo_value x, int dim, hlo_value index);
+
+/* torch.scatter: x with each element of updates (index's shape) written at
+ * its `index` position along `dim`, replacing (combiner NULL) or combined. */
+hlo_value hlo_scatter_elements(hlo_builder* b, hlo_value x, int dim, hlo_value index,
+                               hlo_value updates, const char* combiner);
+
 /* x[..., start:limit, ...] along dim. */
 hlo_value hlo_slice_dim(hlo_builder* b, hlo_value x, int dim, int64_t start, int64_t limit);
 

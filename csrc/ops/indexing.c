@@ -234,20 +234,6 @@ static tpu_status lower_masked_scatter(tpu_lowering* l) {
   return NULL;
 }
 
-/* Coordinates (index's shape + [rank]) of the elements that torch.gather and
- * torch.scatter address: each dim's position, but `index` along `dim`. */
-static hlo_value element_coords(hlo_builder* b, hlo_value index, int dim) {
-  hlo_type t = *hlo_type_of(b, index);
-  hlo_type one = t;
-  one.dims[one.rank++] = 1;
-  one.dtype = TPU_I64;
-  hlo_value parts[TPU_MAX_RANK];
-  for (int d = 0; d < t.rank; d++)
-    parts[d] = d == dim ? hlo_reshape(b, hlo_convert(b, index, TPU_I64), one.rank, one.dims)
-                        : hlo_iota(b, one, d);
-  return hlo_concatenate(b, parts, t.rank, t.rank);
-}
-
 /* gather(self, dim, index): out[i][j] = self[index[i][j]][j] for dim 0. */
 static tpu_status lower_gather(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
@@ -258,26 +244,9 @@ static tpu_status lower_gather(tpu_lowering* l) {
   }
   hlo_value x = at_least_1d(b, tpu_lower_tensor(l, 0));
   hlo_value index = at_least_1d(b, tpu_lower_tensor(l, 2));
-  int rank = hlo_type_of(b, x)->rank;
-  int dim = wrap_dim(tpu_lower_int(l, 1, 0), rank);
-  int64_t all[TPU_MAX_RANK], ones[TPU_MAX_RANK];
-  for (int d = 0; d < rank; d++) all[d] = d, ones[d] = 1;
-  hlo_gather_dims g = {NULL, 0, all, rank, all, rank, rank, ones};
-  hlo_type out = *hlo_type_of(b, index);
-  out.dtype = hlo_type_of(b, x)->dtype;
-  tpu_lower_set_output(l, 0, hlo_gather(b, x, element_coords(b, index, dim), &g, out));
+  int dim = wrap_dim(tpu_lower_int(l, 1, 0), hlo_type_of(b, x)->rank);
+  tpu_lower_set_output(l, 0, hlo_gather_elements(b, x, dim, index));
   return NULL;
-}
-
-/* Scatters `updates` (index's shape) into x at element_coords; combiner
- * NULL overwrites. */
-static hlo_value scatter_elements(hlo_builder* b, hlo_value x, hlo_value index, int dim,
-                                  hlo_value updates, const char* combiner) {
-  int rank = hlo_type_of(b, x)->rank;
-  int64_t all[TPU_MAX_RANK];
-  for (int d = 0; d < rank; d++) all[d] = d;
-  hlo_scatter_dims s = {NULL, 0, all, rank, all, rank, rank};
-  return hlo_scatter(b, x, element_coords(b, index, dim), updates, &s, combiner);
 }
 
 /* The StableHLO combiner of a scatter reduce name (mean sums, then
@@ -341,12 +310,12 @@ static tpu_status lower_scatter(tpu_lowering* l) {
                          : strcmp(reduce, "amin") == 0 ? hlo_constant_extreme(b, xt.dtype, true)
                                                         : hlo_constant(b, xt.dtype, prod);
     identity = hlo_broadcast_in_dim(b, identity, ut.rank, ut.dims, NULL);
-    start = scatter_elements(b, x, index, dim, identity, NULL);
+    start = hlo_scatter_elements(b, x, dim, index, identity, NULL);
   }
-  hlo_value result = scatter_elements(b, start, index, dim, updates, combiner);
+  hlo_value result = hlo_scatter_elements(b, start, dim, index, updates, combiner);
   if (mean) {
-    hlo_value counts = scatter_elements(b, hlo_constant_like(b, x, include_self), index, dim,
-                                        hlo_constant_like(b, updates, 1), "add");
+    hlo_value counts = hlo_scatter_elements(b, hlo_constant_like(b, x, include_self), dim, index,
+                                            hlo_constant_like(b, updates, 1), "add");
     hlo_value unset = hlo_compare(b, "EQ", counts, hlo_constant_like(b, counts, 0));
     counts = hlo_select(b, unset, hlo_constant_like(b, counts, 1), counts);
     result = tpu_dtype_is_float(xt.dtype) ? hlo_binary(b, "divide", result, counts)

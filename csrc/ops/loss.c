@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "hlo/elementwise_extra_ops.h"
+#include "hlo/slice_ops.h"
 #include "ops/families.h"
 
 enum { REDUCTION_NONE, REDUCTION_MEAN, REDUCTION_SUM };
@@ -173,17 +174,18 @@ static tpu_status lower_pointwise(tpu_lowering* l) {
 
 /* ---- nll_loss ---- */
 
-/* Which entries of self (C), (N, C) or (N, C, H, W) the targets pick,
- * found by comparing each class index with the target, so that targets
- * equal to ignore_index pick nothing wherever it lies. Arguments, from
- * `self`: self, target, weight, reduction, ignore_index. */
+/* The entry of self (C), (N, C) or (N, C, H, W) each target picks along
+ * the class dim; a target equal to ignore_index picks nothing, wherever
+ * it lies. Arguments, from `self`: self, target, weight, reduction,
+ * ignore_index. */
 typedef struct nll {
   hlo_type in;       /* self's type in the compute dtype */
   int class_dim;
   int64_t kept[TPU_MAX_RANK]; /* the other dims, the target's */
-  hlo_value hit;     /* bool, self's shape: this entry is its row's target */
-  hlo_value weight;  /* the class weights along class_dim, or HLO_INVALID */
-  hlo_value picked_weight; /* per target: its class's weight, 0 if ignored */
+  hlo_type per_target; /* the target's shape in the compute dtype */
+  hlo_value target;  /* i64, the target's shape; ignored ones read class 0 */
+  hlo_value valid;   /* bool, the target's shape: not ignore_index */
+  hlo_value picked_weight; /* per target: its class's weight (or 1), 0 if ignored */
 } nll;
 
 static hlo_value filled(hlo_builder* b, const hlo_type* type, double value) {
@@ -195,16 +197,20 @@ static hlo_value across_classes(hlo_builder* b, const nll* n, hlo_value v) {
   return hlo_broadcast_in_dim(b, v, n->in.rank, n->in.dims, n->kept);
 }
 
-/* The sum over the class dim of v where hit, 0 elsewhere. */
+/* v (self's shape) at each target, in the target's shape: a gather of one
+ * entry per target, so the cost does not grow with the class count. */
 static hlo_value pick(hlo_builder* b, const nll* n, hlo_value v) {
-  hlo_value masked = hlo_select(b, n->hit, v, filled(b, &n->in, 0));
-  int64_t dim = n->class_dim;
-  return hlo_reduce(b, masked, hlo_constant(b, n->in.dtype, 0), "add", &dim, 1);
+  const hlo_type* pt = &n->per_target;
+  if (hlo_type_numel(&n->in) == 0) return filled(b, pt, 0); /* nothing to gather from */
+  hlo_type one = n->in;
+  one.dims[n->class_dim] = 1;
+  hlo_value index = hlo_reshape(b, n->target, one.rank, one.dims);
+  return hlo_reshape(b, hlo_gather_elements(b, v, n->class_dim, index), pt->rank, pt->dims);
 }
 
 static nll nll_of(tpu_lowering* l, int self) {
   hlo_builder* b = tpu_lower_builder(l);
-  nll n = {tpu_lower_arg_type(l, self), 0, {0}, HLO_INVALID, HLO_INVALID, HLO_INVALID};
+  nll n = {tpu_lower_arg_type(l, self), 0, {0}, {0}, HLO_INVALID, HLO_INVALID, HLO_INVALID};
   n.in.dtype = tpu_dtype_compute(n.in.dtype);
   n.class_dim = n.in.rank == 1 ? 0 : 1;
   for (int i = 0, j = 0; i < n.in.rank; i++)
@@ -217,19 +223,14 @@ static nll nll_of(tpu_lowering* l, int self) {
   }
   hlo_value ignore = hlo_constant_i64(b, TPU_I64, tpu_lower_int(l, self + 4, -100));
   hlo_type tt = *hlo_type_of(b, target);
-  hlo_value valid = hlo_compare(b, "NE", target,
-                                hlo_broadcast_in_dim(b, ignore, tt.rank, tt.dims, NULL));
-  hlo_type classes = n.in;
-  classes.dtype = TPU_I64;
-  hlo_value is_target = hlo_compare(b, "EQ", hlo_iota(b, classes, n.class_dim),
-                                    across_classes(b, &n, target));
-  n.hit = hlo_binary(b, "and", is_target, across_classes(b, &n, valid));
-  if (!tpu_lower_is_none(l, self + 2)) {
-    int64_t dim = n.class_dim;
-    hlo_value w = tpu_lower_value(l, self + 2, n.in.dtype);
-    n.weight = hlo_broadcast_in_dim(b, w, n.in.rank, n.in.dims, &dim);
-  }
-  n.picked_weight = pick(b, &n, n.weight != HLO_INVALID ? n.weight : filled(b, &n.in, 1));
+  n.valid = hlo_compare(b, "NE", target, hlo_broadcast_in_dim(b, ignore, tt.rank, tt.dims, NULL));
+  n.target = hlo_select(b, n.valid, target, filled(b, &tt, 0));
+  n.per_target = tt;
+  n.per_target.dtype = n.in.dtype;
+  hlo_value weight = filled(b, &n.per_target, 1);
+  if (!tpu_lower_is_none(l, self + 2))
+    weight = hlo_take(b, tpu_lower_value(l, self + 2, n.in.dtype), 0, n.target);
+  n.picked_weight = hlo_select(b, n.valid, weight, filled(b, &n.per_target, 0));
   return n;
 }
 
@@ -239,9 +240,11 @@ static nll nll_of(tpu_lowering* l, int self) {
 static tpu_status lower_nll_forward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   nll n = nll_of(l, 0);
-  hlo_value x = tpu_lower_value(l, 0, n.in.dtype);
-  if (n.weight != HLO_INVALID) x = hlo_binary(b, "multiply", x, n.weight);
-  hlo_value loss = hlo_unary(b, "negate", pick(b, &n, x));
+  hlo_value x = pick(b, &n, tpu_lower_value(l, 0, n.in.dtype));
+  /* A select, not a product with the zero weight: an ignored entry adds 0
+   * even where self holds inf or NaN. */
+  hlo_value weighted = hlo_unary(b, "negate", hlo_binary(b, "multiply", x, n.picked_weight));
+  hlo_value loss = hlo_select(b, n.valid, weighted, filled(b, &n.per_target, 0));
   hlo_value total = sum_all(b, n.picked_weight);
   int64_t reduction = tpu_lower_int(l, 3, REDUCTION_MEAN);
   if (reduction == REDUCTION_NONE && n.in.rank > 1) total = hlo_constant(b, n.in.dtype, 0);
@@ -254,17 +257,26 @@ static tpu_status lower_nll_forward(tpu_lowering* l) {
 
 /* nll_loss_backward / nll_loss2d_backward(grad, self, target, weight,
  * reduction, ignore_index, total_weight): -weight[t] * grad at each
- * target entry (grad / total_weight for mean), 0 elsewhere. */
+ * target entry (grad / total_weight for mean), 0 elsewhere. Written as a
+ * select over self's shape rather than a scatter, so that in a fused or
+ * compiled program XLA folds it into its consumer (log_softmax's
+ * backward) instead of writing it out. */
 static tpu_status lower_nll_backward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   nll n = nll_of(l, 1);
   hlo_value g = tpu_lower_value(l, 0, n.in.dtype);
   if (tpu_lower_int(l, 4, REDUCTION_MEAN) == REDUCTION_MEAN)
     g = hlo_binary(b, "divide", g, tpu_lower_value(l, 6, n.in.dtype));
-  g = hlo_type_of(b, g)->rank == 0 ? hlo_broadcast_in_dim(b, g, n.in.rank, n.in.dims, NULL)
-                                   : across_classes(b, &n, g);
-  if (n.weight != HLO_INVALID) g = hlo_binary(b, "multiply", g, n.weight);
-  tpu_lower_set_output(l, 0, hlo_select(b, n.hit, hlo_unary(b, "negate", g), filled(b, &n.in, 0)));
+  const hlo_type* pt = &n.per_target;
+  if (hlo_type_of(b, g)->rank == 0) g = hlo_broadcast_in_dim(b, g, pt->rank, pt->dims, NULL);
+  hlo_value update = hlo_unary(b, "negate", hlo_binary(b, "multiply", g, n.picked_weight));
+  hlo_type classes = n.in;
+  classes.dtype = TPU_I64;
+  hlo_value hit = hlo_binary(b, "and", hlo_compare(b, "EQ", hlo_iota(b, classes, n.class_dim),
+                                                    across_classes(b, &n, n.target)),
+                             across_classes(b, &n, n.valid));
+  hlo_value spread = across_classes(b, &n, update);
+  tpu_lower_set_output(l, 0, hlo_select(b, hit, spread, filled(b, &n.in, 0)));
   return NULL;
 }
 
