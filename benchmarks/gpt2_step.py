@@ -15,7 +15,7 @@ breaks autograd on CUDA tensors (an internal assert in its engine):
   tpu-strict     tpu, strict eager
   cuda-inductor  PyTorch on CUDA through torch.compile (inductor), where CUDA is
   cuda           PyTorch on CUDA, eager
-  cpu            PyTorch's CPU backend, eager (use with --size tiny)
+  cpu            PyTorch's CPU backend, eager (use with --size mid or tiny)
 
 FLOPs per step follow nanoGPT's count: 6 N + 12 L E T per token, N the
 parameters less the position embeddings, L layers, E features, T tokens
@@ -26,6 +26,7 @@ with an NVIDIA GPU and JAX's CUDA plugin installed, that one.
 
     python benchmarks/gpt2_step.py --sides tpu-compiled cuda-inductor
     python benchmarks/gpt2_step.py --size tiny --sides cpu tpu-compiled --steps 3
+    python benchmarks/gpt2_step.py --size mid --sides cpu tpu-compiled tpu-fused tpu-strict --steps 3
 """
 import argparse
 import json
@@ -43,6 +44,9 @@ import mingpt  # noqa: E402
 SIZES = {  # (config, vocabulary): GPT-2 small's vocabulary padded to a multiple of 64, as nanoGPT does
     "124m": (mingpt.Config(block_size=1024, n_layer=12, n_head=12, n_embd=768, dropout=0.0, batch_size=16,
                            lr=6e-4, attention="sdpa"), 50304),
+    # GPT-2's vocabulary and shapes at a size a 2-core CPU runs in seconds a step
+    "mid": (mingpt.Config(block_size=256, n_layer=4, n_head=4, n_embd=256, dropout=0.0, batch_size=4,
+                          lr=6e-4, attention="sdpa"), 50304),
     "tiny": (mingpt.Config(block_size=64, n_layer=2, n_head=2, n_embd=64, dropout=0.0, batch_size=2,
                            lr=6e-4, attention="sdpa"), 512),
 }
@@ -116,6 +120,7 @@ def run_side(side, size, steps, warmup):
     if side != "tpu-fused":  # syncs between the phases would split fused mode's one program
         wait = {"tpu": lambda: torch.tpu.synchronize(), "cuda": lambda: torch.cuda.synchronize()}.get(
             dev_type, lambda: None)
+        wait()  # a step returns once its loss is read: its backward and optimizer step may still run
         marks = [time.perf_counter()]
         step(warmup + steps, lambda: (wait(), marks.append(time.perf_counter())))
         phases = ", ".join(f"{name} {1e3 * (end - begin):.1f} ms" for name, begin, end in

@@ -397,7 +397,7 @@ def test_new_scalar_values_do_not_recompile():
 
 def programs_per_step(n, make_opt):
     """Programs run by the second step of `make_opt` over n parameters."""
-    params = [torch.randn(3, 2, device="tpu", requires_grad=True) for _ in range(n)]
+    params = [torch.randn(2, 3, device="tpu", requires_grad=True) for _ in range(n)]
     opt = make_opt(params, lr=0.01)
     for p in params:
         p.grad = torch.ones_like(p)
