@@ -55,3 +55,15 @@ def check(fn, *args, rtol=None, atol=None, exact_dtype=True, **kwargs):
         if isinstance(c, torch.Tensor):
             assert_close(t, c, rtol, atol, exact_dtype)
     return actual
+
+
+def programs_run(fn, *args):
+    """How many device programs fn(*args) (tpu arguments) runs, awaited."""
+    import torch_tpu.metrics
+
+    torch.tpu.synchronize()
+    before = torch_tpu.metrics.counters()["execute"]
+    result = fn(*args)
+    torch.tpu.synchronize()
+    del result
+    return torch_tpu.metrics.counters()["execute"] - before

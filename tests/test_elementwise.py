@@ -10,7 +10,7 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from parity import assert_close, check  # noqa: E402
+from parity import assert_close, check, programs_run  # noqa: E402
 
 import torch_tpu.metrics  # noqa: E402
 
@@ -585,6 +585,11 @@ def test_predicates():
         y = make((6,), dtype)
         check(lambda t: (torch.isnan(t), torch.isinf(t), torch.isfinite(t), torch.isposinf(t),
                          torch.isneginf(t), torch.signbit(t)), y)
+
+
+def test_isinf_is_one_program():
+    # PyTorch's composite kernel (abs, then a compare) would win over the fallback.
+    assert programs_run(torch.isinf, torch.tensor([1.0, INF, -INF]).to("tpu")) == 1
 
 
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int32])

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from parity import assert_close, check  # noqa: E402
+from parity import assert_close, check, programs_run  # noqa: E402
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 INTS = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8]
@@ -410,6 +410,15 @@ def test_triangle_forms(fn):
 def test_constant_pad(pad):
     check(lambda x: F.pad(x, pad, value=2.5), make((2, 3, 4)))
     check(lambda x: F.pad(x, pad), make((2, 3, 4), torch.int32))
+
+
+def test_masked_fill_and_constant_pad_are_one_program():
+    # PyTorch's composite kernels (a clone or fill, then a write) would win over the fallback.
+    x = torch.randn(3, 4).to("tpu")
+    mask, value = (x > 0), torch.tensor(2.0).to("tpu")
+    assert programs_run(lambda: x.masked_fill(mask, -1.0)) == 1
+    assert programs_run(lambda: x.masked_fill(mask, value)) == 1
+    assert programs_run(lambda: F.pad(x, (1, 2, 0, 1), value=3.0)) == 1
 
 
 def test_constant_pad_forms():

@@ -298,6 +298,9 @@ static hlo_value infinity_test(hlo_builder* b, hlo_value x, double inf) {
   return compare_c(b, "EQ", x, inf);
 }
 static hlo_value isinf_fn(hlo_builder* b, hlo_value x) {
+  /* abs first (complex gives its magnitude); StableHLO has no abs of unsigned */
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  if (tpu_dtype_is_integral(t) || t == TPU_BOOL) return filled_like(b, x, TPU_BOOL, 0);
   return infinity_test(b, hlo_unary(b, "abs", x), INFINITY);
 }
 static hlo_value isposinf_fn(hlo_builder* b, hlo_value x) { return infinity_test(b, x, INFINITY); }

@@ -285,6 +285,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
          torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
          torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
+  // These ops' CompositeExplicitAutograd kernels would win over the fallback
+  // and run as several programs: logsumexp as nine (max, subtract, exp,
+  // sum, log, ...), masked_fill and constant_pad_nd as a fill or clone and
+  // then a write, isinf as abs and a compare. Each lowering is one.
+  for (const char* name : {"logsumexp", "logsumexp.out", "masked_fill.Scalar", "masked_fill.Tensor",
+                           "constant_pad_nd", "isinf"})
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
   // PyTorch's CompositeExplicitAutograd kernels of the _foreach_ ops loop
   // over per-tensor ops and would win over the fallback; foreach ops with a
   // lowering go to the fallback instead, one program per call.
