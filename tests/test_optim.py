@@ -11,7 +11,7 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from parity import assert_close  # noqa: E402
+from parity import assert_close, programs_run  # noqa: E402
 
 import torch_tpu.metrics  # noqa: E402
 
@@ -362,11 +362,6 @@ def test_foreach_list_operands_broadcast_and_alias():
 
 # ---- one program per call, no recompiles for new scalar values ----
 
-def executes():
-    torch.tpu.synchronize()
-    return torch_tpu.metrics.counters()["execute"]
-
-
 def test_foreach_add_is_one_program():
     n = 12
     xs = [torch.randn(i + 1, 3, device="tpu") for i in range(n)]
@@ -378,10 +373,7 @@ def test_foreach_add_is_one_program():
                  lambda: torch._foreach_norm(xs)]:
         kept = call()  # compile (kept: fused mode drops results nobody holds)
         torch_tpu.sync()
-        before = executes()
-        kept = call()
-        torch_tpu.sync()
-        assert executes() - before == 1, kept
+        assert programs_run(call) == 1, kept
 
 
 def test_new_scalar_values_do_not_recompile():
@@ -402,9 +394,7 @@ def programs_per_step(n, make_opt):
     for p in params:
         p.grad = torch.ones_like(p)
     opt.step()
-    before = executes()
-    opt.step()
-    return executes() - before
+    return programs_run(opt.step)
 
 
 def test_adam_step_programs_do_not_grow_with_parameter_count():
