@@ -177,6 +177,20 @@ static hlo_value heaviside_fn(hlo_builder* b, hlo_value x, hlo_value values) {
   return hlo_select(b, compare_c(b, "EQ", x, 0), values, step);
 }
 
+/* HLO leaves an integer power with a negative exponent undefined (XLA
+ * CPU's two emitters disagree); PyTorch truncates 1 / x^-y: 1 for a base of
+ * 1, +-1 for -1 by the exponent's parity, else 0. */
+static hlo_value pow_fn(hlo_builder* b, hlo_value x, hlo_value y) {
+  hlo_value power = hlo_binary(b, "power", x, y);
+  if (!tpu_dtype_is_signed_int(hlo_type_of(b, x)->dtype)) return power;
+  hlo_value one = hlo_constant_like(b, x, 1), zero = hlo_constant_like(b, x, 0);
+  hlo_value odd = hlo_compare(b, "NE", hlo_binary(b, "and", y, one), zero);
+  hlo_value minus_one = hlo_select(b, odd, hlo_constant_like(b, x, -1), one);
+  hlo_value fraction = hlo_select(b, compare_c(b, "EQ", x, 1), one,
+                                  hlo_select(b, compare_c(b, "EQ", x, -1), minus_one, zero));
+  return hlo_select(b, compare_c(b, "LT", y, 0), fraction, power);
+}
+
 /* Each op is one StableHLO op (hlo) or a composite (fn). */
 static const struct binary_op {
   const char* name;
@@ -206,7 +220,7 @@ static const struct binary_op {
     {"maximum", NULL, maximum_fn, PROMOTED},
     {"minimum", NULL, minimum_fn, PROMOTED},
     {"mul", "multiply", NULL, PROMOTED},
-    {"pow", "power", NULL, PROMOTED},
+    {"pow", NULL, pow_fn, PROMOTED},
     {"remainder", NULL, hlo_python_remainder, PROMOTED},
     {"xlogy", NULL, xlogy_fn, AS_FLOAT},
 };
