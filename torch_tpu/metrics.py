@@ -55,7 +55,7 @@ def report():
         f"cache hits: {c['cache_hit']} in memory, {c['disk_cache_hit']} from disk "
         f"({c['disk_cache_write']} programs written to disk; {c['program_unload']} unloaded "
         "to bound their memory maps)",
-        f"executions: {c['execute']}",
+        f"executions: {c['execute']} ({c['in_place_write']} storages written in place)",
         f"to device: {c['transfer_to_device']} transfers, {c['bytes_to_device']} bytes",
         f"to host: {c['transfer_to_host']} transfers, {c['bytes_to_host']} bytes",
         f"cpu fallbacks: {c['cpu_fallback']}",

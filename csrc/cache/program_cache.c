@@ -191,7 +191,7 @@ static tpu_status ensure_loaded(tpu_pjrt* pjrt, cached_program* p) {
 }
 
 tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* p, int device,
-                             struct PJRT_Buffer* const* args, size_t arg_count,
+                             struct PJRT_Buffer* const* args, size_t arg_count, const bool* donated,
                              struct PJRT_Buffer** results, size_t result_count) {
   TPU_RETURN_IF_ERROR(ensure_loaded(pjrt, p));
   /* The plugin writes as many results as the program has: a short array
@@ -200,8 +200,9 @@ tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* p, int device,
     return TPU_ERROR(TPU_INTERNAL, "execute: program has %zu outputs, caller expects %zu",
                      p->output_count, result_count);
   TPU_RETURN_IF_ERROR(
-      tpu_pjrt_execute(pjrt, p->executable, device, args, arg_count, results, result_count));
+      tpu_pjrt_execute(pjrt, p->executable, device, args, arg_count, donated, results, result_count));
   tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
+  for (size_t i = 0; donated && i < arg_count; i++) tpu_counter_add(TPU_COUNTER_IN_PLACE, donated[i]);
   return NULL;
 }
 

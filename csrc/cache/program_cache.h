@@ -28,9 +28,10 @@ tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size, cach
 
 /* Runs the entry's program on `device` (reloading it if it was unloaded)
  * and counts the execution; result_count must be the program's output
- * count (checked). Returns without waiting. Runtime lock held. */
+ * count (checked); donated as tpu_pjrt_execute takes it. Returns without
+ * waiting. Runtime lock held. */
 tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* program, int device,
-                             struct PJRT_Buffer* const* args, size_t arg_count,
+                             struct PJRT_Buffer* const* args, size_t arg_count, const bool* donated,
                              struct PJRT_Buffer** results, size_t result_count);
 
 /* The maps loaded executables may hold: TORCH_TPU_MAX_PROGRAM_MAPS, else

@@ -27,6 +27,7 @@ typedef struct graph_template {
   struct cached_program* program; /* owned by the program cache */
   graph_source* sources;
   int source_count;
+  bool* donated; /* per parameter, see graph_execute; NULL if none */
   int* result_slots;
   tpu_dtype* result_dtypes;
   int result_count;
@@ -150,7 +151,7 @@ static int slot_of(graph* g, const tpu_tensor* t) {
     g->slot_cap = cap;
   }
   tpu_dtype first = buffer_storage_dtype(buffer, t->dtype);
-  g->slots[g->slot_count] = (graph_slot){buffer, first, HLO_INVALID, first, false};
+  g->slots[g->slot_count] = (graph_slot){buffer, first, HLO_INVALID, first, false, -1};
   tpu_buffer_retain(buffer);
   buffer->pending_dtype = first;
   buffer->graph_slot = ++g->slot_count;
@@ -203,6 +204,7 @@ static tpu_status check_lowers(tpu_op_plan* plan, const tpu_op_call* call) {
   tpu_status status = lower_call(plan, call, &trial, &text, &size);
   free(text);
   free(trial.params);
+  free(trial.donated);
   free(trial.result_outputs);
   free(trial.result_dtypes);
   if (!status) plan->lowered = true;
@@ -255,6 +257,7 @@ hlo_value graph_storage_read(graph* g, const tpu_tensor* t) {
   s->slot = index;
   int64_t numel = (int64_t)(slot->buffer->nbytes / tpu_dtype_size(slot->dtype));
   slot->value = hlo_parameter(g->b, hlo_type_make(slot->dtype, 1, &numel));
+  slot->param = g->source_count - 1;
   return slot->value;
 }
 
@@ -276,14 +279,15 @@ tpu_status graph_storage_write(graph* g, tpu_buffer* buffer, hlo_value value, tp
   return NULL;
 }
 
-tpu_status graph_lower(graph* g, const int* result_slots, int result_count, char** out_text,
-                       size_t* out_size) {
+tpu_status graph_lower(graph* g, const int* result_slots, int result_count, const bool* in_place,
+                       int* result_params, char** out_text, size_t* out_size) {
   /* Replay the storages' history from the graph's start. */
   for (int i = 0; i < g->slot_count; i++) {
     graph_slot* s = &g->slots[i];
     s->value = HLO_INVALID;
     s->dtype = s->first_dtype;
     s->written = false;
+    s->param = -1;
     s->buffer->pending_dtype = s->first_dtype;
   }
   g->source_count = 0;
@@ -293,13 +297,16 @@ tpu_status graph_lower(graph* g, const int* result_slots, int result_count, char
     g->lowering_op = i;
     const tpu_op_call* call = &g->ops[i].call;
     status = lower_into_graph(g->ops[i].plan, call, g);
-    if (!status && hlo_failed(g->b)) status = hlo_builder_finish(g->b, NULL, 0, out_text, out_size);
+    if (!status && hlo_failed(g->b)) status = hlo_builder_finish(g->b, NULL, 0, NULL, out_text, out_size);
     if (status) status = tpu_status_annotate(status, "aten::%s (op %d of the graph): ", call->name, i + 1);
   }
   hlo_value* values = status ? NULL : malloc((size_t)(result_count + 1) * sizeof *values);
   if (!status && !values) status = no_memory();
-  for (int m = 0; !status && m < result_count; m++) values[m] = g->slots[result_slots[m]].value;
-  if (!status) status = finish_program(g->b, values, result_count, out_text, out_size);
+  for (int m = 0; !status && m < result_count; m++) {
+    values[m] = g->slots[result_slots[m]].value;
+    result_params[m] = !in_place || in_place[m] ? g->slots[result_slots[m]].param : -1;
+  }
+  if (!status) status = finish_program(g->b, values, result_count, result_params, out_text, out_size);
   free(values);
   hlo_builder_free(g->b);
   g->b = NULL;
@@ -386,6 +393,7 @@ static void template_free(graph_template* t) {
   if (!t) return;
   free(t->key);
   free(t->sources);
+  free(t->donated);
   free(t->result_slots);
   free(t->result_dtypes);
   free(t);
@@ -395,10 +403,13 @@ static void template_free(graph_template* t) {
 static tpu_status template_make(graph* g, uint64_t hash, const int* result_slots, int result_count,
                                 graph_template** out) {
   graph_template* t = calloc(1, sizeof *t);
+  int* result_params = malloc(((size_t)result_count + 1) * sizeof *result_params);
   char* text = NULL;
   size_t size = 0;
-  tpu_status status = t ? NULL : no_memory();
-  if (!status) status = graph_lower(g, result_slots, result_count, &text, &size);
+  tpu_status status = t && result_params ? NULL : no_memory();
+  if (!status) status = graph_lower(g, result_slots, result_count, NULL, result_params, &text, &size);
+  if (!status) t->donated = donated_params(result_params, result_count, g->source_count);
+  free(result_params);
   bool compiled = false;
   if (!status) status = program_cache_get(runtime_pjrt(), text, size, &t->program, &compiled);
   free(text);
@@ -431,7 +442,8 @@ static tpu_status template_make(graph* g, uint64_t hash, const int* result_slots
 }
 
 tpu_status graph_execute(int device, struct cached_program* program, const graph_value* values,
-                         int value_count, struct PJRT_Buffer** results, int result_count) {
+                         int value_count, const bool* donated, struct PJRT_Buffer** results,
+                         int result_count) {
   struct PJRT_Buffer** args = calloc((size_t)value_count + 1, sizeof *args);
   struct PJRT_Buffer** owned = calloc((size_t)value_count + 1, sizeof *owned);
   tpu_status status = args && owned ? NULL : no_memory();
@@ -439,7 +451,7 @@ tpu_status graph_execute(int device, struct cached_program* program, const graph
   for (; !status && made < value_count; made++)
     status = graph_value_buffer(device, &values[made], &args[made], &owned[made]);
   if (!status)
-    status = program_cache_run(runtime_pjrt(), program, device, args, (size_t)value_count, results,
+    status = program_cache_run(runtime_pjrt(), program, device, args, (size_t)value_count, donated, results,
                                (size_t)result_count);
   for (int i = 0; i < made && owned; i++) tpu_pjrt_buffer_destroy(runtime_pjrt(), owned[i]);
   free(args);
@@ -453,7 +465,7 @@ static tpu_status run_template(graph* g, const graph_template* t) {
   tpu_status status = values && results ? NULL : no_memory();
   for (int i = 0; !status && i < t->source_count; i++) values[i] = graph_resolve(g, &t->sources[i]);
   if (!status)
-    status = graph_execute(g->device, t->program, values, t->source_count, results, t->result_count);
+    status = graph_execute(g->device, t->program, values, t->source_count, t->donated, results, t->result_count);
   for (int m = 0; !status && m < t->result_count; m++) {
     tpu_buffer* b = g->slots[t->result_slots[m]].buffer;
     buffer_replace(b, results[m], t->result_dtypes[m]);

@@ -23,6 +23,7 @@ typedef struct graph_slot {
   hlo_value value;      /* while lowering: its latest flat value */
   tpu_dtype dtype;      /* while lowering: element type of value */
   bool written;         /* by some recorded op (recording); so far (lowering) */
+  int param;            /* while lowering: the parameter of its first value, or -1 */
 } graph_slot;
 
 /* Where a program parameter's value comes from: a slot's storage, or an
@@ -88,9 +89,12 @@ tpu_status graph_flush(int device);
 tpu_status graph_flush_buffer(const tpu_buffer* buffer);
 
 /* Lowers every recorded op into a new builder, filling g->sources; then
- * makes the program returning the latest values of `result_slots`. */
-tpu_status graph_lower(graph* g, const int* result_slots, int result_count, char** out_text,
-                       size_t* out_size);
+ * makes the program returning the latest values of `result_slots`. A
+ * result may be written into its storage's parameter (in place) where
+ * in_place[m] allows it (NULL: everywhere); result_params[m] tells whether
+ * it is: that parameter, or -1 (see finish_program). */
+tpu_status graph_lower(graph* g, const int* result_slots, int result_count, const bool* in_place,
+                       int* result_params, char** out_text, size_t* out_size);
 /* A source's value in this graph's recorded calls. */
 graph_value graph_resolve(const graph* g, const graph_source* source);
 /* The device buffer for a value; one made only for this run is also handed
@@ -98,10 +102,12 @@ graph_value graph_resolve(const graph* g, const graph_source* source);
 tpu_status graph_value_buffer(int device, const graph_value* value, struct PJRT_Buffer** out_buffer,
                               struct PJRT_Buffer** out_owned);
 
-/* Runs `program` (loaded if it was unloaded) with these parameter values; results come back through
- * `results`. Lock held. */
+/* Runs `program` (loaded if it was unloaded) with these parameter values,
+ * handing it the storages `donated` marks (NULL: none) to write in place;
+ * results come back through `results`. Lock held. */
 tpu_status graph_execute(int device, struct cached_program* program, const graph_value* values,
-                         int value_count, struct PJRT_Buffer** results, int result_count);
+                         int value_count, const bool* donated, struct PJRT_Buffer** results,
+                         int result_count);
 
 /* For exec/lowering.c while lowering: */
 hlo_value graph_storage_read(graph* g, const tpu_tensor* t);

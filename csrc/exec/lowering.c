@@ -20,6 +20,7 @@ struct tpu_lowering {
   struct storage_param {
     const tpu_buffer* buffer;
     hlo_value value;
+    int param; /* its index among the parameters */
   } * storages; /* one parameter per distinct storage */
   int storage_count;
   int storage_cap;
@@ -76,8 +77,7 @@ static hlo_value storage_param(tpu_lowering* l, tensor_ref ref, const tpu_tensor
   int64_t numel = view_storage_numel(t);
   hlo_type type = hlo_type_make(buffer_storage_dtype(t->buffer, t->dtype), 1, &numel);
   hlo_value v = add_param(l, PARAM_STORAGE, ref, type);
-  l->storages[l->storage_count].buffer = t->buffer;
-  l->storages[l->storage_count++].value = v;
+  l->storages[l->storage_count++] = (struct storage_param){t->buffer, v, l->param_count - 1};
   return v;
 }
 
@@ -401,10 +401,42 @@ static void lowering_end(tpu_lowering* l) {
   free(l->storages);
 }
 
-tpu_status finish_program(hlo_builder* b, hlo_value* results, int count, char** out_text, size_t* out_size) {
-  if (tpu_pjrt_buffers_shape_free(runtime_pjrt()))
+tpu_status finish_program(hlo_builder* b, hlo_value* results, int count, int* result_params, char** out_text,
+                          size_t* out_size) {
+  bool shape_free = tpu_pjrt_buffers_shape_free(runtime_pjrt());
+  if (shape_free)
     for (int m = 0; m < count; m++) results[m] = hlo_reshape_origin(b, results[m]);
-  return hlo_builder_finish(b, results, count, out_text, out_size);
+  for (int m = 0; result_params && m < count && !hlo_failed(b); m++) {
+    if (result_params[m] < 0) continue;
+    hlo_type param = *hlo_type_of(b, hlo_parameter_at(b, result_params[m]));
+    const hlo_type* result = hlo_type_of(b, results[m]);
+    bool fits = param.dtype == result->dtype && hlo_type_numel(&param) == hlo_type_numel(result) &&
+                (shape_free || hlo_type_equal(&param, result));
+    if (!fits) result_params[m] = -1;
+  }
+  return hlo_builder_finish(b, results, count, result_params, out_text, out_size);
+}
+
+bool* donated_params(const int* result_params, int result_count, int param_count) {
+  bool* donated = NULL;
+  for (int m = 0; result_params && m < result_count; m++) {
+    if (result_params[m] < 0) continue;
+    if (!donated && !(donated = calloc((size_t)param_count, sizeof *donated))) return NULL;
+    donated[result_params[m]] = true;
+  }
+  return donated;
+}
+
+/* Per result of a single op's program, the storage parameter it overwrites. */
+static int* overwritten_params(const tpu_lowering* l, const op_variant* variant) {
+  int* result_params = malloc((size_t)(variant->result_count ? variant->result_count : 1) * sizeof *result_params);
+  for (int m = 0; result_params && m < variant->result_count; m++) {
+    const tpu_buffer* written = l->call->outputs[variant->result_outputs[m]].buffer;
+    result_params[m] = -1;
+    for (int i = 0; i < l->storage_count; i++)
+      if (l->storages[i].buffer == written) result_params[m] = l->storages[i].param;
+  }
+  return result_params;
 }
 
 static hlo_value* results_alloc(const tpu_op_call* call) {
@@ -418,13 +450,16 @@ tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_varia
   tpu_status status = results ? hlo_builder_create(&l.b)
                               : TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory lowering aten::%s", l.name);
   if (!status) status = lower_and_write(&l, variant, results);
+  int* result_params = status ? NULL : overwritten_params(&l, variant);
   if (!status)
-    status = finish_program(l.b, results, variant->result_count, out_text, out_size);
+    status = finish_program(l.b, results, variant->result_count, result_params, out_text, out_size);
   if (!status) {
     variant->params = l.params;
     variant->param_count = l.param_count;
+    variant->donated = donated_params(result_params, variant->result_count, l.param_count);
     l.params = NULL;
   }
+  free(result_params);
   lowering_end(&l);
   free(results);
   hlo_builder_free(l.b);

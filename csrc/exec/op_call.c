@@ -351,6 +351,7 @@ static tpu_status make_variant(tpu_op_plan* plan, const tpu_op_call* call, uint6
   free(text);
   if (status) {
     free(v->params);
+    free(v->donated);
     free(v->result_outputs);
     free(v->result_dtypes);
     free(v->key);
@@ -430,7 +431,7 @@ static tpu_status run_variant(const op_variant* v, const tpu_op_call* call, cons
   for (; !status && made < v->param_count; made++)
     status = param_buffer(call, &v->params[made], &args[made], &owned[made]);
   if (!status)
-    status = program_cache_run(runtime_pjrt(), v->program, call->device, args, (size_t)v->param_count,
+    status = program_cache_run(runtime_pjrt(), v->program, call->device, args, (size_t)v->param_count, v->donated,
                                results, (size_t)v->result_count);
   if (!status) {
     for (int m = 0; m < v->result_count; m++) {

@@ -35,6 +35,7 @@ typedef struct op_variant {
   struct cached_program* program; /* owned by the program cache */
   param_source* params;
   int param_count;
+  bool* donated;            /* per parameter: a storage the program writes in place; NULL if none */
   int* result_outputs;      /* output whose storage takes result i */
   tpu_dtype* result_dtypes; /* that storage's dtype */
   int result_count;
@@ -74,7 +75,15 @@ tpu_status lower_call(const tpu_op_plan* plan, const tpu_op_call* call, op_varia
  * XLA CPU runs a fusion whose result is reshaped to 1-d as a loop over the
  * flat index, and a broadcast inside it (a bias, a norm's statistics) then
  * stops vectorization; a linear layer and GELU in one program ran 5x slower. */
-tpu_status finish_program(hlo_builder* b, hlo_value* results, int count, char** out_text, size_t* out_size);
+tpu_status finish_program(hlo_builder* b, hlo_value* results, int count, int* result_params, char** out_text,
+                          size_t* out_size);
+/* result_params (NULL: none) names, per result, the parameter holding the
+ * same storage's old value, or -1. finish_program keeps each such pair the
+ * program can write in place (same dtype and size, and same shape unless
+ * the plugin's buffers are shape-free) and sets the others to -1.
+ * donated_params turns the pairs into a per-parameter flag array
+ * (malloc'd), or NULL when there are none (or no memory: nothing donated). */
+bool* donated_params(const int* result_params, int result_count, int param_count);
 
 /* The call's output layout signature (views, storages, aliasing), valid
  * until the thread's next signature. */

@@ -37,6 +37,7 @@ struct tpu_program {
   struct cached_program* program; /* owned by the program cache */
   program_param* params;
   int param_count;
+  bool* donated; /* per parameter: an input the program updates in place; NULL if none */
   program_result* results;
   int result_count;
   program_output* outputs;
@@ -52,6 +53,7 @@ void tpu_program_free(tpu_program* p) {
   }
   for (int k = 0; k < p->output_count; k++) tpu_buffer_release(p->outputs[k].constant);
   free(p->params);
+  free(p->donated);
   free(p->results);
   free(p->outputs);
   free(p);
@@ -197,7 +199,19 @@ tpu_status tpu_capture_end(int device, tpu_buffer* const* inputs, int input_coun
     p->device = device;
     p->input_count = input_count;
     int n = choose_results(p, g, inputs, input_count, outputs, output_count, result_slots, slot_result);
-    status = graph_lower(g, result_slots, n, &text, &size);
+    /* Only an updated input is written in place; a fresh result must not
+     * overwrite a storage the program keeps as a constant. */
+    bool* in_place = malloc(slots * sizeof *in_place);
+    int* result_params = malloc(slots * sizeof *result_params);
+    if (in_place && result_params) {
+      for (int m = 0; m < n; m++) in_place[m] = p->results[m].input >= 0;
+      status = graph_lower(g, result_slots, n, in_place, result_params, &text, &size);
+      if (!status) p->donated = donated_params(result_params, n, g->source_count);
+    } else {
+      status = TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory capturing a graph");
+    }
+    free(in_place);
+    free(result_params);
   }
   if (!status) status = bind_roles(p, g, inputs, input_count);
   if (!status) bind_outputs(p, g, inputs, input_count, outputs, output_count, result_slots, slot_result);
@@ -261,7 +275,7 @@ tpu_status tpu_program_run(tpu_program* p, tpu_buffer* const* inputs, int input_
     values[i].storage = param_storage(p, pp, inputs);
   }
   if (!status)
-    status = graph_execute(p->device, p->program, values, p->param_count, results, p->result_count);
+    status = graph_execute(p->device, p->program, values, p->param_count, p->donated, results, p->result_count);
   for (int m = 0; !status && m < p->result_count; m++) {
     tpu_buffer* target = p->results[m].input >= 0 ? inputs[p->results[m].input] : fresh[m];
     buffer_replace(target, results[m], p->results[m].dtype);

@@ -83,6 +83,7 @@ static const char* const counter_names[TPU_COUNTER_COUNT] = {
     [TPU_COUNTER_DISK_HIT] = "disk_cache_hit",
     [TPU_COUNTER_DISK_WRITE] = "disk_cache_write",
     [TPU_COUNTER_PROGRAM_UNLOAD] = "program_unload",
+    [TPU_COUNTER_IN_PLACE] = "in_place_write",
 };
 
 const char* tpu_counter_name(tpu_counter c) {

@@ -85,7 +85,7 @@ tpu_status hlo_builder_create(hlo_builder** out_builder) {
 void hlo_builder_free(hlo_builder* b) {
   if (!b) return;
   for (int i = 0; i < HLO_MAX_DEPTH; i++) free(b->texts[i].data);
-  free(b->params.data);
+  free(b->params);
   free(b->region.data);
   free(b->values);
   tpu_status_free(b->status);
@@ -161,13 +161,23 @@ hlo_value new_value(hlo_builder* b, hlo_type type, int result_index) {
 const char* value_name(const hlo_builder* b, hlo_value v) { return b->values[v].name; }
 
 hlo_value hlo_parameter(hlo_builder* b, hlo_type type) {
+  if (b->param_count == b->param_cap) {
+    int cap = b->param_cap ? b->param_cap * 2 : 16;
+    hlo_value* grown = realloc(b->params, (size_t)cap * sizeof *grown);
+    if (!grown) return hlo_fail(b, TPU_OUT_OF_MEMORY, "out of host memory building StableHLO text");
+    b->params = grown;
+    b->param_cap = cap;
+  }
   hlo_value v = new_value(b, type, -1);
   if (v == HLO_INVALID) return v;
-  char t[128];
-  text_append(b, &b->params, "%s%s: %s", b->param_count ? ", " : "", value_name(b, v),
-              hlo_type_print(&type, t, sizeof t));
-  b->param_count++;
+  b->params[b->param_count++] = v;
   return v;
+}
+
+int hlo_parameter_count(const hlo_builder* b) { return b->param_count; }
+
+hlo_value hlo_parameter_at(const hlo_builder* b, int index) {
+  return index >= 0 && index < b->param_count ? b->params[index] : HLO_INVALID;
 }
 
 /* Emits `%vN = "stablehlo.op"(operands) <regions> {attrs} : (types) -> type`.
@@ -246,24 +256,75 @@ void region_end(hlo_builder* b, const hlo_value* results, int n) {
 
 /* ---- finish ---- */
 
+/* The result parameter i may be written into, or -1. */
+static int aliased_result(const hlo_builder* b, int i, const int* result_params, int result_count) {
+  for (int m = 0; result_params && m < result_count; m++)
+    if (result_params[m] == i) return m;
+  return -1;
+}
+
+static void check_aliases(hlo_builder* b, const hlo_value* results, int result_count,
+                          const int* result_params) {
+  for (int m = 0; result_params && m < result_count && !b->status; m++) {
+    int p = result_params[m];
+    if (p < 0) continue;
+    if (p >= b->param_count || aliased_result(b, p, result_params, result_count) != m) {
+      hlo_fail(b, TPU_INTERNAL, "result %d aliases parameter %d, which is out of range or taken", m, p);
+      return;
+    }
+    const hlo_type* param = hlo_type_of(b, b->params[p]);
+    const hlo_type* result = hlo_type_of(b, results[m]);
+    if (param->dtype != result->dtype || hlo_type_numel(param) != hlo_type_numel(result))
+      hlo_fail(b, TPU_INTERNAL, "result %d cannot alias parameter %d: their dtypes or sizes differ", m, p);
+  }
+}
+
+/* The signature's parameters. One aliased to a result of another shape is
+ * declared in the result's shape (its name %a..., not %v...) and reshaped
+ * into its own at the top of the body, written to `prologue`. */
+static void print_parameters(hlo_builder* b, hlo_text* out, hlo_text* prologue, const hlo_value* results,
+                             int result_count, const int* result_params) {
+  char ty[128], declared[128];
+  for (int i = 0; i < b->param_count; i++) {
+    hlo_value v = b->params[i];
+    const char* name = value_name(b, v);
+    hlo_type_print(hlo_type_of(b, v), ty, sizeof ty);
+    int m = aliased_result(b, i, result_params, result_count);
+    if (m < 0) {
+      text_append(b, out, "%s%s: %s", i ? ", " : "", name, ty);
+      continue;
+    }
+    const hlo_type* result = hlo_type_of(b, results[m]);
+    if (hlo_type_equal(result, hlo_type_of(b, v))) {
+      text_append(b, out, "%s%s: %s {tf.aliasing_output = %d : i32}", i ? ", " : "", name, ty, m);
+      continue;
+    }
+    hlo_type_print(result, declared, sizeof declared);
+    text_append(b, out, "%s%%a%s: %s {tf.aliasing_output = %d : i32}", i ? ", " : "", name + 2, declared, m);
+    text_append(b, prologue, "    %s = \"stablehlo.reshape\"(%%a%s) : (%s) -> %s\n", name, name + 2, declared, ty);
+  }
+}
+
 tpu_status hlo_builder_finish(hlo_builder* b, const hlo_value* results, int result_count,
-                              char** out_text, size_t* out_size) {
+                              const int* result_params, char** out_text, size_t* out_size) {
   *out_text = NULL;
   if (out_size) *out_size = 0;
-  values_valid(b, results, result_count);
+  if (values_valid(b, results, result_count)) check_aliases(b, results, result_count, result_params);
   if (b->status) {
     tpu_status s = b->status;
     b->status = NULL;
     return s;
   }
-  hlo_text out = {0};
+  hlo_text out = {0}, prologue = {0};
   char ty[128];
-  text_append(b, &out, "module @tpu_program {\n  func.func public @main(%.*s) -> (",
-              (int)b->params.len, b->params.data ? b->params.data : "");
+  text_append(b, &out, "module @tpu_program {\n  func.func public @main(");
+  print_parameters(b, &out, &prologue, results, result_count, result_params);
+  text_append(b, &out, ") -> (");
   for (int i = 0; i < result_count; i++)
     text_append(b, &out, "%s%s", i ? ", " : "", hlo_type_print(hlo_type_of(b, results[i]), ty, sizeof ty));
-  text_append(b, &out, ") {\n%.*s    \"func.return\"(", (int)b->texts[0].len,
-              b->texts[0].data ? b->texts[0].data : "");
+  text_append(b, &out, ") {\n%.*s%.*s    \"func.return\"(", (int)prologue.len, prologue.data ? prologue.data : "",
+              (int)b->texts[0].len, b->texts[0].data ? b->texts[0].data : "");
+  free(prologue.data);
   for (int i = 0; i < result_count; i++)
     text_append(b, &out, "%s%s", i ? ", " : "", value_name(b, results[i]));
   text_append(b, &out, ") : (");

@@ -54,10 +54,17 @@ const hlo_type* hlo_type_of(const hlo_builder* b, hlo_value v);
 
 /* Appends a function parameter (in call order). */
 hlo_value hlo_parameter(hlo_builder* b, hlo_type type);
+int hlo_parameter_count(const hlo_builder* b);
+hlo_value hlo_parameter_at(const hlo_builder* b, int index); /* HLO_INVALID out of range */
 /* Makes the module text (malloc'd; caller frees) returning `results`.
- * Returns the sticky error if any op failed. */
+ * Returns the sticky error if any op failed.
+ * result_params (NULL: none) names for each result the parameter whose
+ * buffer it may be written into (tf.aliasing_output), or -1: at most one
+ * result a parameter, of its dtype and element count. A parameter aliased
+ * to a result of another shape is declared in the result's shape (a plugin
+ * whose buffers are shape-free takes it; see tpu_pjrt_buffers_shape_free). */
 tpu_status hlo_builder_finish(hlo_builder* b, const hlo_value* results, int result_count,
-                              char** out_text, size_t* out_size);
+                              const int* result_params, char** out_text, size_t* out_size);
 
 /* Constants: a 0-d tensor of `dtype` holding `value` (exact for integers up
  * to 2^53; use hlo_constant_i64 beyond). */

@@ -23,8 +23,9 @@ struct hlo_builder {
   hlo_value_info* values; /* indexed by hlo_value */
   int value_count;
   int value_cap;
-  hlo_text params;                /* "%v0: tensor<..>, ..." */
+  hlo_value* params;              /* the parameters in call order, printed at finish */
   int param_count;
+  int param_cap;
   hlo_text texts[HLO_MAX_DEPTH];  /* [0] function body, [1..] regions being built */
   int depth;
   hlo_text region;                /* a finished region waiting for its op */

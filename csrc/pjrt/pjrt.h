@@ -6,6 +6,7 @@
 #ifndef TPU_PJRT_H
 #define TPU_PJRT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,13 +75,17 @@ tpu_status tpu_pjrt_executable_deserialize(tpu_pjrt* pjrt, const char* bytes, si
 size_t tpu_pjrt_executable_output_count(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* executable);
 void tpu_pjrt_executable_destroy(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* executable);
 
-/* Runs on `device`. No input is donated. Fills out_outputs[0..output_count)
- * with new buffers; returns without waiting for the computation. The plugin
- * writes one buffer per output of the program, so output_count must be
+/* Runs on `device`. Fills out_outputs[0..output_count) with new buffers;
+ * returns without waiting for the computation. The plugin writes one buffer
+ * per output of the program, so output_count must be
  * tpu_pjrt_executable_output_count's (read it once per executable: the
- * plugin builds every output's shape to answer). */
+ * plugin builds every output's shape to answer).
+ * donated (NULL: none) marks the inputs handed to the program: it may write
+ * an output aliased to one in place (tf.aliasing_output), once the work
+ * already enqueued that reads it is done. A donated input is unusable
+ * afterwards (destroy it), and must appear once in args. */
 tpu_status tpu_pjrt_execute(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* executable, int device,
-                            struct PJRT_Buffer* const* args, size_t arg_count,
+                            struct PJRT_Buffer* const* args, size_t arg_count, const bool* donated,
                             struct PJRT_Buffer** out_outputs, size_t output_count);
 
 #ifdef __cplusplus

@@ -169,7 +169,7 @@ tpu_status tpu_pjrt_executable_deserialize(tpu_pjrt* pjrt, const char* bytes, si
 }
 
 tpu_status tpu_pjrt_execute(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* executable, int device,
-                            struct PJRT_Buffer* const* args, size_t arg_count,
+                            struct PJRT_Buffer* const* args, size_t arg_count, const bool* donated,
                             struct PJRT_Buffer** out_outputs, size_t output_count) {
   if (out_outputs)
     for (size_t i = 0; i < output_count; i++) out_outputs[i] = NULL;
@@ -185,20 +185,22 @@ tpu_status tpu_pjrt_execute(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* execut
   if (output_count && !out_outputs)
     return TPU_ERROR(TPU_INVALID_ARGUMENT, "execute: %zu outputs but out_outputs is NULL",
                      output_count);
-  /* No donation: an input buffer stays valid after the call. */
+  /* PJRT donates every input not listed: list all but the donated ones. */
   int64_t stack_indices[STACK_ARGS];
   int64_t* indices = stack_indices;
   if (arg_count > STACK_ARGS) {
     indices = malloc(arg_count * sizeof *indices);
     if (!indices) return TPU_ERROR(TPU_OUT_OF_MEMORY, "execute: %zu argument indices", arg_count);
   }
-  for (size_t i = 0; i < arg_count; i++) indices[i] = (int64_t)i;
+  size_t kept = 0;
+  for (size_t i = 0; i < arg_count; i++)
+    if (!donated || !donated[i]) indices[kept++] = (int64_t)i;
 
   PJRT_ExecuteOptions options;
   memset(&options, 0, sizeof options);
   options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
   options.non_donatable_input_indices = indices;
-  options.num_non_donatable_input_indices = arg_count;
+  options.num_non_donatable_input_indices = kept;
 
   PJRT_Buffer* const* argument_lists[1] = {args};
   PJRT_Buffer** output_lists[1] = {out_outputs};

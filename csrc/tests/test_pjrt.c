@@ -1,5 +1,6 @@
 /* Tests csrc/pjrt/ against the real plugin named by TORCH_TPU_PJRT_PLUGIN,
  * opened with two CPU devices. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,7 +175,7 @@ static void run_add(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* exe, int devic
   CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, device, TPU_F32, dims, 1, a, &args[0]));
   CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, device, TPU_F32, dims, 1, b, &args[1]));
   struct PJRT_Buffer* out = NULL;
-  CHECK_OK(tpu_pjrt_execute(pjrt, exe, device, args, 2, &out, 1));
+  CHECK_OK(tpu_pjrt_execute(pjrt, exe, device, args, 2, NULL, &out, 1));
   float sum[4] = {0};
   if (out) {
     CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, out, sum, sizeof sum));
@@ -210,9 +211,9 @@ static void test_shape_free_buffers(tpu_pjrt* pjrt) {
   struct PJRT_Buffer *flat = NULL, *shaped = NULL, *sum = NULL;
   CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, dims, 1, a, &flat));
   if (square && add && flat) {
-    CHECK_OK(tpu_pjrt_execute(pjrt, square, 0, &flat, 1, &shaped, 1));
+    CHECK_OK(tpu_pjrt_execute(pjrt, square, 0, &flat, 1, NULL, &shaped, 1));
     struct PJRT_Buffer* args[2] = {shaped, shaped};
-    if (shaped) CHECK_OK(tpu_pjrt_execute(pjrt, add, 0, args, 2, &sum, 1));
+    if (shaped) CHECK_OK(tpu_pjrt_execute(pjrt, add, 0, args, 2, NULL, &sum, 1));
     float out[4] = {0};
     if (sum) CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, sum, out, sizeof out));
     CHECK(out[0] == 2 && out[1] == 8 && out[2] == 18 && out[3] == 32);
@@ -240,13 +241,13 @@ static void test_execute(tpu_pjrt* pjrt) {
   CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, dims, 1, a, &args[0]));
   CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, dims, 1, a, &args[1]));
   struct PJRT_Buffer* outs[2] = {NULL, NULL};
-  tpu_status status = tpu_pjrt_execute(pjrt, exe, 5, args, 2, outs, 1);
+  tpu_status status = tpu_pjrt_execute(pjrt, exe, 5, args, 2, NULL, outs, 1);
   CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT && has_text(status, "device 5"));
   tpu_status_free(status);
   CHECK(outs[0] == NULL && outs[1] == NULL);
 
   /* Wrong argument count: the plugin's error, and the process goes on. */
-  status = tpu_pjrt_execute(pjrt, exe, 0, args, 1, outs, 1);
+  status = tpu_pjrt_execute(pjrt, exe, 0, args, 1, NULL, outs, 1);
   CHECK(tpu_status_code_of(status) == TPU_PLUGIN_ERROR);
   CHECK(has_text(status, "PJRT_LoadedExecutable_Execute"));
   if (status) printf("wrong argument count -> %s\n", tpu_status_message(status));
@@ -255,6 +256,108 @@ static void test_execute(tpu_pjrt* pjrt) {
   tpu_pjrt_buffer_destroy(pjrt, args[1]);
   tpu_pjrt_executable_destroy(pjrt, exe);
   tpu_pjrt_executable_destroy(pjrt, NULL);
+}
+
+/* The first parameter may become the result (tf.aliasing_output). */
+static const char add_in_place_f32x4[] =
+    "module {\n"
+    "  func.func public @main(%a: tensor<4xf32> {tf.aliasing_output = 0 : i32}, %b: tensor<4xf32>)\n"
+    "      -> tensor<4xf32> {\n"
+    "    %0 = \"stablehlo.add\"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
+    "    \"func.return\"(%0) : (tensor<4xf32>) -> ()\n"
+    "  }\n"
+    "}\n";
+
+/* Runs add_in_place once, donating `a` or not, and checks the sum. */
+static struct PJRT_Buffer* add_in_place(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* exe,
+                                        struct PJRT_Buffer* a, struct PJRT_Buffer* b, bool donate) {
+  struct PJRT_Buffer* args[2] = {a, b};
+  const bool donated[2] = {donate, false};
+  struct PJRT_Buffer* out = NULL;
+  CHECK_OK(tpu_pjrt_execute(pjrt, exe, 0, args, 2, donated, &out, 1));
+  float sum[4] = {0};
+  if (out) CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, out, sum, sizeof sum));
+  CHECK(sum[0] == 11 && sum[1] == 22 && sum[2] == 33 && sum[3] == 44);
+  return out;
+}
+
+/* An aliased input that is not donated keeps its value (the plugin copies);
+ * a donated one is gone, and reading it is an error, not a crash. */
+static void test_donation(tpu_pjrt* pjrt) {
+  struct PJRT_LoadedExecutable* exe = NULL;
+  CHECK_OK(tpu_pjrt_compile(pjrt, add_in_place_f32x4, strlen(add_in_place_f32x4), &exe));
+  if (!exe) return;
+  const int64_t dims[] = {4};
+  const float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40};
+  struct PJRT_Buffer *x = NULL, *y = NULL;
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, dims, 1, a, &x));
+  CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, dims, 1, b, &y));
+  if (x && y) {
+    tpu_pjrt_buffer_destroy(pjrt, add_in_place(pjrt, exe, x, y, false));
+    float kept[4] = {0};
+    CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, x, kept, sizeof kept));
+    CHECK(memcmp(kept, a, sizeof a) == 0);
+    tpu_pjrt_buffer_destroy(pjrt, add_in_place(pjrt, exe, x, y, true));
+    float gone[4];
+    tpu_status status = tpu_pjrt_buffer_to_host(pjrt, x, gone, sizeof gone);
+    CHECK(status != NULL);
+    tpu_status_free(status);
+  }
+  tpu_pjrt_buffer_destroy(pjrt, x);
+  tpu_pjrt_buffer_destroy(pjrt, y);
+  tpu_pjrt_executable_destroy(pjrt, exe);
+}
+
+/* A donating write waits for the work already enqueued that reads the
+ * buffer: a 1,024 x 1,024 product of ones, then ones + 1 written in place. */
+static void test_donation_waits_for_readers(tpu_pjrt* pjrt) {
+  static const char square[] =
+      "module {\n"
+      "  func.func public @main(%a: tensor<1048576xf32>) -> tensor<1024x1024xf32> {\n"
+      "    %0 = \"stablehlo.reshape\"(%a) : (tensor<1048576xf32>) -> tensor<1024x1024xf32>\n"
+      "    %1 = \"stablehlo.dot_general\"(%0, %0) {dot_dimension_numbers = #stablehlo.dot<\n"
+      "      lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>}\n"
+      "      : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>\n"
+      "    \"func.return\"(%1) : (tensor<1024x1024xf32>) -> ()\n"
+      "  }\n"
+      "}\n";
+  static const char increment[] =
+      "module {\n"
+      "  func.func public @main(%a: tensor<1048576xf32> {tf.aliasing_output = 0 : i32})\n"
+      "      -> tensor<1048576xf32> {\n"
+      "    %0 = \"stablehlo.constant\"() {value = dense<1.0> : tensor<1048576xf32>} : () -> tensor<1048576xf32>\n"
+      "    %1 = \"stablehlo.add\"(%a, %0) : (tensor<1048576xf32>, tensor<1048576xf32>) -> tensor<1048576xf32>\n"
+      "    \"func.return\"(%1) : (tensor<1048576xf32>) -> ()\n"
+      "  }\n"
+      "}\n";
+  enum { N = 1048576 };
+  struct PJRT_LoadedExecutable *reader = NULL, *writer = NULL;
+  CHECK_OK(tpu_pjrt_compile(pjrt, square, strlen(square), &reader));
+  CHECK_OK(tpu_pjrt_compile(pjrt, increment, strlen(increment), &writer));
+  float* host = malloc(N * sizeof *host);
+  struct PJRT_Buffer *x = NULL, *product = NULL, *incremented = NULL;
+  if (host && reader && writer) {
+    for (int i = 0; i < N; i++) host[i] = 1;
+    const int64_t n = N;
+    CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, &n, 1, host, &x));
+    const bool donated[1] = {true};
+    if (x) CHECK_OK(tpu_pjrt_execute(pjrt, reader, 0, &x, 1, NULL, &product, 1));
+    if (product) CHECK_OK(tpu_pjrt_execute(pjrt, writer, 0, &x, 1, donated, &incremented, 1));
+    if (incremented) {
+      CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, product, host, N * sizeof *host));
+      int wrong = 0;
+      for (int i = 0; i < N; i++) wrong += host[i] != 1024;
+      CHECK(wrong == 0);
+      CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, incremented, host, N * sizeof *host));
+      CHECK(host[0] == 2 && host[N - 1] == 2);
+    }
+  }
+  free(host);
+  tpu_pjrt_buffer_destroy(pjrt, incremented);
+  tpu_pjrt_buffer_destroy(pjrt, product);
+  tpu_pjrt_buffer_destroy(pjrt, x);
+  tpu_pjrt_executable_destroy(pjrt, reader);
+  tpu_pjrt_executable_destroy(pjrt, writer);
 }
 
 static void test_two_outputs(tpu_pjrt* pjrt) {
@@ -268,7 +371,7 @@ static void test_two_outputs(tpu_pjrt* pjrt) {
   CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 1, TPU_F32, dims, 1, a, &args[0]));
   CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 1, TPU_F32, dims, 1, b, &args[1]));
   struct PJRT_Buffer* outs[2] = {NULL, NULL};
-  CHECK_OK(tpu_pjrt_execute(pjrt, exe, 1, args, 2, outs, 2));
+  CHECK_OK(tpu_pjrt_execute(pjrt, exe, 1, args, 2, NULL, outs, 2));
   float sum[4] = {0}, product[4] = {0};
   if (outs[0] && outs[1]) {
     CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, outs[0], sum, sizeof sum));
@@ -291,7 +394,7 @@ static void test_empty_program(tpu_pjrt* pjrt) {
   CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 1, TPU_F32, dims, 1, NULL, &args[0]));
   CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 1, TPU_F32, dims, 1, NULL, &args[1]));
   struct PJRT_Buffer* out = NULL;
-  CHECK_OK(tpu_pjrt_execute(pjrt, exe, 1, args, 2, &out, 1));
+  CHECK_OK(tpu_pjrt_execute(pjrt, exe, 1, args, 2, NULL, &out, 1));
   if (out) CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, out, NULL, 0));
   tpu_pjrt_buffer_destroy(pjrt, out);
   tpu_pjrt_buffer_destroy(pjrt, args[0]);
@@ -373,6 +476,8 @@ int main(void) {
   test_execute(pjrt);
   test_shape_free_buffers(pjrt);
   test_two_outputs(pjrt);
+  test_donation(pjrt);
+  test_donation_waits_for_readers(pjrt);
   test_empty_program(pjrt);
   test_serialize(pjrt);
   test_compile_errors(pjrt);

@@ -235,6 +235,7 @@ typedef enum tpu_counter {
   TPU_COUNTER_DISK_HIT,   /* programs loaded from the disk cache */
   TPU_COUNTER_DISK_WRITE, /* programs written to it */
   TPU_COUNTER_PROGRAM_UNLOAD, /* executables unloaded to bound how many stay loaded */
+  TPU_COUNTER_IN_PLACE,       /* storages a program wrote in place (their buffer donated) */
   TPU_COUNTER_COUNT
 } tpu_counter;
 
