@@ -6,7 +6,7 @@ those storages is written in place (its buffer donated to the program), so
 the in_place_write counter grows by three per parameter a step.
 
 Prints milliseconds per step (median of --steps, after two warm-up steps),
-each side's ratio to the CPU, and the storages written in place a step."""
+each side's ratio to the CPU, and the storages a step wrote in place."""
 import argparse
 import statistics
 import time
@@ -26,14 +26,20 @@ def make_optimizer(device, tensors, numel, seed=0):
 
 
 def timed_steps(step, sync, steps):
+    """Median ms of `steps` steps after two warm-up ones (the first makes
+    the moments and compiles), and the storages a step wrote in place."""
+    for _ in range(2):
+        step()
+    sync()
+    before = torch_tpu.metrics.counters()["in_place_write"]
     times = []
-    for _ in range(steps + 2):
-        sync()
+    for _ in range(steps):
         start = time.perf_counter()
         step()
         sync()
         times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times[2:])
+    writes = (torch_tpu.metrics.counters()["in_place_write"] - before) / steps
+    return statistics.median(times), writes
 
 
 def main():
@@ -53,9 +59,7 @@ def main():
         sync = torch.tpu.synchronize if device == "tpu" else (lambda: None)
         mode = "fused" if side == "tpu fused" else "strict"
         with torch_tpu.eager_mode(mode):
-            before = torch_tpu.metrics.counters()["in_place_write"]
-            ms = timed_steps(step, sync, args.steps)
-            writes = (torch_tpu.metrics.counters()["in_place_write"] - before) / (args.steps + 2)
+            ms, writes = timed_steps(step, sync, args.steps)
         cpu_ms = cpu_ms or ms
         print(f"{side:14} {ms:9.2f} {cpu_ms / ms:7.2f}x {writes:9.0f}", flush=True)
 
