@@ -5,8 +5,9 @@
 #   1. a GPT-2-small training step through torch.compile(backend="tpu") on the
 #      CUDA plugin (ms/step, MFU), beside PyTorch inductor and eager on CUDA;
 #   2. attention's fused form against its math form at GPT-2's shape;
-#   3. strict versus fused eager per op and per training step;
-#   4. the mode, stream and compile tests on the CUDA plugin.
+#   3. strict versus fused eager per op and per training step, and an AdamW
+#      step written in place (donated buffers);
+#   4. the mode, stream, compile and in-place tests on the CUDA plugin.
 #
 #   benchmarks/cuda_check.sh PJRT_HEADER_DIR LOG_DIR [SECONDS]
 #
@@ -50,11 +51,13 @@ stage gpt2-tpu-compiled 200 $PY benchmarks/gpt2_step.py ${GPT2_ARGS:-} --sides t
 # Attention at GPT-2's shape: the fused form's bfloat16 products against the math form's float32.
 stage attention 90 $PY benchmarks/attention.py ${ATTENTION_ARGS:---batch 16 --tokens 1024}
 stage eager-overhead 60 $PY benchmarks/eager_overhead.py --repeats 5
+stage optimizer-step 60 $PY benchmarks/optimizer_step.py --numel 134217728
 stage train-step-small 150 $PY benchmarks/train_step.py --config small --steps 5 --repeats 3
 # XLA's GEMMs through cuBLAS rather than its Triton fusions: which serves GPT-2 better.
 XLA_FLAGS=--xla_gpu_enable_triton_gemm=false \
   stage gpt2-tpu-compiled-cublas 120 $PY benchmarks/gpt2_step.py ${GPT2_ARGS:-} --sides tpu-compiled --timeout 110
 stage gpt2-tpu-fused 150 $PY benchmarks/gpt2_step.py ${GPT2_ARGS:-} --sides tpu-fused --steps 5 --timeout 140
 stage gpt2-cuda 150 $PY benchmarks/gpt2_step.py ${GPT2_ARGS:-} --sides cuda-inductor cuda --timeout 140
-stage pytest 200 $PY -m pytest -q -x -p no:cacheprovider tests/test_modes.py tests/test_streams.py tests/test_compile.py
+stage pytest 200 $PY -m pytest -q -x -p no:cacheprovider tests/test_modes.py tests/test_streams.py tests/test_in_place.py \
+  tests/test_compile.py
 echo "== done after $((SECONDS - start))s"
