@@ -517,6 +517,14 @@ def test_index_put_dtypes_and_accumulate(dtype):
     check(put, make((3, 2), dtype), i, make((3, 2), dtype, seed=1))
 
 
+def test_functional_index_put_is_one_program():
+    # PyTorch's composite kernel, which would otherwise win over the fallback,
+    # clones and then writes: two programs.
+    x, i, v = make((5, 3)), torch.tensor([4, 0]), make((2, 3), seed=1)
+    check(lambda x, i, v: torch.index_put(x, (i,), v, accumulate=True), x, i, v)
+    assert programs_run(lambda: torch.index_put(x.to("tpu"), (i.to("tpu"),), v.to("tpu"))) == 1
+
+
 def test_index_put_forms():
     def negative(x, i, v):
         x[i] = v

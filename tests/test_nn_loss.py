@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from parity import assert_close, check  # noqa: E402
+from parity import assert_close, check, programs_run  # noqa: E402
 
 REDUCTIONS = ["none", "mean", "sum"]
 NAN = float("nan")
@@ -316,6 +316,22 @@ def test_bce_with_logits(opts, reduction):
             x, y, weight=None if w is None else w.to(x.device),
             pos_weight=None if pw is None else pw.to(x.device), reduction=reduction)
     check_grad(fn, [x, y])
+
+
+def test_bce_with_logits_extremes_and_broadcast_weights():
+    # Large logits of both signs (exp overflows unless |x| is taken), a
+    # weight and pos_weight that broadcast over the batch.
+    x = torch.tensor([[-120.0, -20.0, 0.0, 20.0, 120.0], [3.0, -3.0, 1e-4, -1e-4, 50.0]])
+    y = torch.tensor([[0.0, 1.0, 0.5, 0.0, 1.0], [1.0, 0.0, 1.0, 0.0, 0.25]])
+    w, pw = torch.rand(1, 5, generator=gen(4)), torch.rand(5, generator=gen(5)) * 4
+    check_grad(lambda x, y, w, pw: F.binary_cross_entropy_with_logits(x, y, w, pos_weight=pw), [x, y], [w, pw])
+
+
+def test_bce_with_logits_is_one_program():
+    # PyTorch's composite kernel, which would otherwise win over the fallback, runs six.
+    x, y = randn((4, 5)).to("tpu"), probs((4, 5), seed=1).to("tpu")
+    pw = torch.rand(5, generator=gen(3)).to("tpu")
+    assert programs_run(lambda: F.binary_cross_entropy_with_logits(x, y, pos_weight=pw)) == 1
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])

@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from parity import assert_close, check  # noqa: E402
+from parity import assert_close, check, programs_run  # noqa: E402
 
 A = torch.ops.aten
 # Normalization gradients sum over many elements: bfloat16 needs more room.
@@ -219,6 +219,35 @@ def test_group_norm(shape, groups):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_group_norm_without_affine(dtype):
     check_grad(lambda x: F.group_norm(x, 2), make((2, 4, 5), dtype))
+
+
+def test_group_norm_empty_batch_and_half_types():
+    check_grad(lambda x, w, b: F.group_norm(x, 2, w, b), make((0, 4, 3)), make(4, seed=2), make(4, seed=3))
+    for dtype in (torch.bfloat16, torch.float16):
+        check(lambda x: torch.ops.aten.native_group_norm(x, None, None, 2, 6, 4, 3, 1e-5), make((2, 6, 4), dtype))
+    # The statistics come out in float32, as PyTorch's meta kernel (and CUDA)
+    # gives them, where the CPU keeps float16.
+    check(lambda x: torch.ops.aten.native_layer_norm(x, (4,), None, None, 1e-5), make((3, 4), torch.float16),
+          exact_dtype=False)
+    assert torch.ops.aten.native_layer_norm(make((3, 4), torch.float16).to("tpu"), (4,), None, None,
+                                            1e-5)[1].dtype == torch.float32
+
+
+def test_layer_and_group_norm_forwards_are_one_program():
+    # PyTorch's composite kernels, which would otherwise win over the fallback,
+    # run two (layer norm) and seven (group norm) programs.
+    x, w, b = make((2, 4, 6)).to("tpu"), make(6).to("tpu"), make(6, seed=1).to("tpu")
+    assert programs_run(lambda: F.layer_norm(x, (6,), w, b)) == 1
+    x, w, b = make((2, 4, 3, 3)).to("tpu"), make(4).to("tpu"), make(4, seed=1).to("tpu")
+    assert programs_run(lambda: F.group_norm(x, 2, w, b)) == 1
+
+
+def test_native_forms_return_their_statistics():
+    x = make((2, 6, 5))
+    check(lambda x: torch.ops.aten.native_layer_norm(x, (6, 5), None, None, 1e-3), x)
+    check(lambda x, w: torch.ops.aten.native_group_norm(x, w, None, 2, 6, 5, 3, 1e-3), x, make(6, seed=1))
+    with pytest.raises(RuntimeError, match="group"):
+        torch.ops.aten.native_group_norm(x.to("tpu"), None, None, 2, 6, 5, 4, 1e-5)
 
 
 def test_group_norm_module():

@@ -353,6 +353,35 @@ def test_logsumexp_is_one_program():
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dim", [0, -1])
+def test_safe_softmax(dtype, dim):
+    # _safe_softmax (attention's math form): 0 for a row of only -inf, NaN
+    # kept, -inf entries 0 elsewhere.
+    x = make((4, 5), torch.float32) * 3
+    x[1] = -INF
+    x[2, :3] = -INF
+    x[3, 4] = NAN
+    x[:, 0] = torch.where(torch.arange(4) == 0, -INF, x[:, 0])
+    x = x.to(dtype)
+    check(lambda x: torch.ops.aten._safe_softmax(x, dim), x)
+    check(lambda x: torch.ops.aten._safe_softmax(x, dim, dtype=torch.float64), x)
+    check(lambda x: torch.ops.aten._safe_softmax(x, 0), torch.tensor(-INF, dtype=dtype))
+    check(lambda x: torch.ops.aten._safe_softmax(x, 1), torch.zeros(2, 0, dtype=dtype))
+
+
+def test_safe_softmax_gradient_and_one_program():
+    x = make((3, 6), torch.float32)
+    x[0] = -INF
+    cpu, dev = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    g = make((3, 6), torch.float32, seed=1)
+    torch.ops.aten._safe_softmax(cpu, -1).backward(g)
+    torch.ops.aten._safe_softmax(dev, -1).backward(g.to("tpu"))
+    assert_close(dev.grad, cpu.grad)
+    # PyTorch's composite kernel, which would otherwise win over the fallback, runs five.
+    assert programs_run(lambda t: torch.ops.aten._safe_softmax(t, -1), x.to("tpu")) == 1
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_softmax(dtype, op, dim):

@@ -1,7 +1,8 @@
 /* Loss lowerings and their backwards: nll_loss and nll_loss2d (what
  * cross_entropy becomes after log_softmax), mse_loss, smooth_l1_loss,
- * huber_loss and binary_cross_entropy. l1_loss, cross_entropy itself and
- * binary_cross_entropy_with_logits are composites of lowered ops.
+ * huber_loss, binary_cross_entropy and the forward of
+ * binary_cross_entropy_with_logits (its backward is a composite, as are
+ * l1_loss and cross_entropy itself).
  *
  * `reduction` is ATen's enum: 0 none, 1 mean, 2 sum. Float16/bfloat16
  * compute in float32. What ATen's CPU kernels check on values (targets in
@@ -46,12 +47,15 @@ static hlo_value bin(pointwise* p, const char* op, hlo_value x, hlo_value y) {
   return hlo_binary(p->b, op, x, y);
 }
 
-/* binary_cross_entropy's optional weight (after target), times v. */
-static hlo_value weighted(pointwise* p, hlo_value v) {
-  int weight = p->self + 2;
-  if (tpu_lower_is_none(p->l, weight)) return v;
-  return bin(p, "multiply", v, tpu_lower_value_as(p->l, weight, &p->type));
+/* The optional tensor argument `offset` after self, times v. */
+static hlo_value times_optional(pointwise* p, int offset, hlo_value v) {
+  int index = p->self + offset;
+  if (tpu_lower_is_none(p->l, index)) return v;
+  return bin(p, "multiply", v, tpu_lower_value_as(p->l, index, &p->type));
 }
+
+/* The binary cross-entropies' optional weight (after target), times v. */
+static hlo_value weighted(pointwise* p, hlo_value v) { return times_optional(p, 2, v); }
 
 /* smooth_l1's beta and huber's delta, a float attribute after reduction. */
 static double margin(pointwise* p) { return tpu_lower_float(p->l, p->self + 3, 1.0); }
@@ -112,17 +116,33 @@ static hlo_value bce_grad(pointwise* p) {
   return weighted(p, bin(p, "divide", bin(p, "subtract", p->x, p->y), denom));
 }
 
+/* (1 - y) x - log_sigmoid(x) (1 + (pos_weight - 1) y), weighted, with
+ * log_sigmoid(x) = min(x, 0) - log(1 + exp(-|x|)), as ATen computes it. */
+static hlo_value bce_logits(pointwise* p) {
+  hlo_value x = p->x, y = p->y;
+  hlo_value soft = hlo_unary(p->b, "log_plus_one", hlo_unary(p->b, "exponential",
+                                                            hlo_unary(p->b, "negate", hlo_unary(p->b, "abs", x))));
+  hlo_value log_sigmoid = bin(p, "subtract", hlo_min_max(p->b, "minimum", x, k(p, 0), true), soft);
+  if (!tpu_lower_is_none(p->l, p->self + 3)) {
+    hlo_value scale = bin(p, "add", times_optional(p, 3, y), bin(p, "subtract", k(p, 1), y));
+    log_sigmoid = bin(p, "multiply", log_sigmoid, scale); /* pos_weight y + 1 - y */
+  }
+  return weighted(p, bin(p, "subtract", bin(p, "multiply", bin(p, "subtract", k(p, 1), y), x), log_sigmoid));
+}
+
 static const struct pointwise_loss {
   const char* name;
   hlo_value (*loss)(pointwise* p);
   hlo_value (*grad)(pointwise* p); /* d loss / d self, elementwise */
   int reduction;                   /* its argument's index after self */
   bool weighted;                   /* an optional weight follows target */
+  bool pos_weighted;               /* and an optional pos_weight follows that */
 } pointwise_losses[] = {
-    {"binary_cross_entropy", bce, bce_grad, 3, true},
-    {"huber_loss", huber, huber_grad, 2, false},
-    {"mse_loss", mse, mse_grad, 2, false},
-    {"smooth_l1_loss", smooth_l1, smooth_l1_grad, 2, false},
+    {"binary_cross_entropy", bce, bce_grad, 3, true, false},
+    {"binary_cross_entropy_with_logits", bce_logits, NULL, 4, true, true},
+    {"huber_loss", huber, huber_grad, 2, false, false},
+    {"mse_loss", mse, mse_grad, 2, false, false},
+    {"smooth_l1_loss", smooth_l1, smooth_l1_grad, 2, false, false},
 };
 
 /* The table entry of name or name_backward. */
@@ -146,8 +166,11 @@ static tpu_status lower_pointwise(tpu_lowering* l) {
   const struct pointwise_loss* op = find_pointwise(l, &backward);
   if (!op) return NULL;
   int self = backward ? 1 : 0;
-  int operands[4] = {0, 1, 2, 3}, count = self + 2;
-  if (op->weighted && !tpu_lower_is_none(l, self + 2)) count++;
+  /* The tensors the loss broadcasts together: [grad_output,] self, target, weights. */
+  int operands[5], count = 0;
+  for (int i = 0; i < self + 2; i++) operands[count++] = i;
+  if (op->weighted && !tpu_lower_is_none(l, self + 2)) operands[count++] = self + 2;
+  if (op->pos_weighted && !tpu_lower_is_none(l, self + 3)) operands[count++] = self + 3;
   tpu_dtype out = tpu_lower_output_type(l, 0).dtype;
   hlo_type type = tpu_lower_broadcast_type(l, operands, count, tpu_dtype_compute(out));
   pointwise p = {l, tpu_lower_builder(l), type, self, HLO_INVALID, HLO_INVALID};
@@ -283,6 +306,7 @@ static tpu_status lower_nll_backward(tpu_lowering* l) {
 static const tpu_op_entry entries[] = {
     {"binary_cross_entropy", lower_pointwise, false},
     {"binary_cross_entropy_backward", lower_pointwise, false},
+    {"binary_cross_entropy_with_logits", lower_pointwise, false},
     {"huber_loss", lower_pointwise, false},
     {"huber_loss_backward", lower_pointwise, false},
     {"mse_loss", lower_pointwise, false},

@@ -1,9 +1,8 @@
 /* Normalizations: batch norm forward (training with running-stat updates,
- * evaluation) and the backwards of batch, layer and group norm.
- *
- * PyTorch's layer and group norm forwards are composite for our device:
- * they reach us as native_batch_norm over a reshaped input, then elementwise
- * ops for the affine part. rms_norm is composite throughout.
+ * evaluation), layer and group norm forward, and their backwards. (PyTorch's
+ * own forwards of layer and group norm for other devices are composites, a
+ * batch norm over a reshaped input and then the affine part: two and seven
+ * programs; the glue routes both here.) rms_norm is composite throughout.
  *
  * Every normalization here is y = xhat * w + b with xhat = (x - mean) *
  * rstd; they differ only in which dims of a working shape the statistics
@@ -256,23 +255,53 @@ static tpu_status lower_batch_norm_backward(tpu_lowering* l) {
   return NULL;
 }
 
+/* x's statistics over L's stat dims (the variance biased, as PyTorch
+ * normalizes), then y; sets outputs 0..2 to y, mean and rstd. */
+static void normalize_by_own_stats(tpu_lowering* l, const norm_layout* L, hlo_value x, double eps,
+                                   hlo_value w, hlo_value bias) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value mean = stat_mean(b, x, L);
+  hlo_value centered = hlo_binary(b, "subtract", x, spread_stat(b, mean, L));
+  hlo_value rstd = rstd_of_var(b, stat_mean(b, hlo_binary(b, "multiply", centered, centered), L), eps);
+  put(l, 0, normalize(b, x, spread_stat(b, mean, L), spread_stat(b, rstd, L), w, bias));
+  put(l, 1, mean);
+  put(l, 2, rstd);
+}
+
+/* Layer norm's layout from (input, normalized_shape) at `input`, `input + 1`:
+ * statistics and weight both span the trailing normalized dims. False (the
+ * error recorded) when there are more normalized dims than input dims. */
+static bool layer_layout(tpu_lowering* l, int input, norm_layout* L) {
+  *L = (norm_layout){tpu_lower_arg_type(l, input), {0}, 0, {0}, 0};
+  L->shape.dtype = tpu_dtype_compute(L->shape.dtype);
+  const int64_t* normalized;
+  int count = tpu_lower_int_list(l, input + 1, &normalized);
+  if (count > L->shape.rank) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: %d normalized dims for a %d-d input",
+                   tpu_lower_op_name(l), count, L->shape.rank);
+    return false;
+  }
+  for (int d = L->shape.rank - count; d < L->shape.rank; d++)
+    L->stat_dims[L->stat_count++] = L->param_dims[L->param_count++] = d;
+  return true;
+}
+
+/* native_layer_norm(input, normalized_shape, weight, bias, eps) -> (out,
+ * mean, rstd). */
+static tpu_status lower_layer_norm(tpu_lowering* l) {
+  norm_layout L;
+  if (!layer_layout(l, 0, &L)) return NULL;
+  normalize_by_own_stats(l, &L, tpu_lower_value(l, 0, L.shape.dtype), tpu_lower_float(l, 4, 1e-5),
+                         param_arg(l, 2, &L), param_arg(l, 3, &L));
+  return NULL;
+}
+
 /* native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd,
- * weight, bias, output_mask): statistics and weight both span the trailing
- * normalized dims. */
+ * weight, bias, output_mask). */
 static tpu_status lower_layer_norm_backward(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
-  norm_layout L = {tpu_lower_arg_type(l, 1), {0}, 0, {0}, 0};
-  L.shape.dtype = tpu_dtype_compute(L.shape.dtype);
-  const int64_t* normalized;
-  int count = tpu_lower_int_list(l, 2, &normalized);
-  if (count > L.shape.rank) {
-    tpu_lower_fail(l, TPU_INVALID_ARGUMENT,
-                   "aten::native_layer_norm_backward: %d normalized dims for a %d-d input", count,
-                   L.shape.rank);
-    return NULL;
-  }
-  for (int d = L.shape.rank - count; d < L.shape.rank; d++)
-    L.stat_dims[L.stat_count++] = L.param_dims[L.param_count++] = d;
+  norm_layout L;
+  if (!layer_layout(l, 1, &L)) return NULL;
   tpu_dtype t = L.shape.dtype;
   hlo_value grads[3];
   norm_backward(b, &L, tpu_lower_value(l, 0, t), tpu_lower_value(l, 1, t),
@@ -282,29 +311,50 @@ static tpu_status lower_layer_norm_backward(tpu_lowering* l) {
   return NULL;
 }
 
-/* native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C,
- * HxW, group, output_mask): worked as (N, group, C / group, HxW), the
- * statistics per (N, group), the weight per channel. */
-static tpu_status lower_group_norm_backward(tpu_lowering* l) {
-  hlo_builder* b = tpu_lower_builder(l);
-  int64_t n = tpu_lower_int(l, 5, 0), c = tpu_lower_int(l, 6, 0), hw = tpu_lower_int(l, 7, 0);
-  int64_t groups = tpu_lower_int(l, 8, 1);
-  hlo_type in = tpu_lower_arg_type(l, 1);
+/* Group norm's layout from (N, C, HxW, group) at `sizes`..: the input
+ * (at `input`) worked as (N, group, C / group, HxW), the statistics per
+ * (N, group), the weight per channel. False (the error recorded) when the
+ * sizes do not fit the input. */
+static bool group_layout(tpu_lowering* l, int input, int sizes, norm_layout* L) {
+  int64_t n = tpu_lower_int(l, sizes, 0), c = tpu_lower_int(l, sizes + 1, 0), hw = tpu_lower_int(l, sizes + 2, 0);
+  int64_t groups = tpu_lower_int(l, sizes + 3, 1);
+  hlo_type in = tpu_lower_arg_type(l, input);
   if (groups <= 0 || c % groups != 0 || n * c * hw != hlo_type_numel(&in)) {
     tpu_lower_fail(l, TPU_INVALID_ARGUMENT,
-                   "aten::native_group_norm_backward: N=%lld, C=%lld, HxW=%lld, group=%lld do "
-                   "not fit an input of %lld elements",
-                   (long long)n, (long long)c, (long long)hw, (long long)groups,
+                   "aten::%s: N=%lld, C=%lld, HxW=%lld, group=%lld do not fit an input of %lld elements",
+                   tpu_lower_op_name(l), (long long)n, (long long)c, (long long)hw, (long long)groups,
                    (long long)hlo_type_numel(&in));
-    return NULL;
+    return false;
   }
   int64_t dims[4] = {n, groups, c / groups, hw};
-  norm_layout L = {hlo_type_make(tpu_dtype_compute(in.dtype), 4, dims), {2, 3}, 2, {1, 2}, 2};
+  *L = (norm_layout){hlo_type_make(tpu_dtype_compute(in.dtype), 4, dims), {2, 3}, 2, {1, 2}, 2};
+  return true;
+}
+
+/* Tensor argument `index` in L's (group norm's) working shape. */
+static hlo_value grouped(tpu_lowering* l, int index, const norm_layout* L) {
+  return hlo_reshape(tpu_lower_builder(l), tpu_lower_value(l, index, L->shape.dtype), 4, L->shape.dims);
+}
+
+/* native_group_norm(input, weight, bias, N, C, HxW, group, eps) -> (out,
+ * mean [N, group], rstd [N, group]). */
+static tpu_status lower_group_norm(tpu_lowering* l) {
+  norm_layout L;
+  if (!group_layout(l, 0, 3, &L)) return NULL;
+  normalize_by_own_stats(l, &L, grouped(l, 0, &L), tpu_lower_float(l, 7, 1e-5), param_arg(l, 1, &L),
+                         param_arg(l, 2, &L));
+  return NULL;
+}
+
+/* native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C,
+ * HxW, group, output_mask). */
+static tpu_status lower_group_norm_backward(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  norm_layout L;
+  if (!group_layout(l, 1, 5, &L)) return NULL;
   tpu_dtype t = L.shape.dtype;
-  hlo_value dy = hlo_reshape(b, tpu_lower_value(l, 0, t), 4, dims);
-  hlo_value x = hlo_reshape(b, tpu_lower_value(l, 1, t), 4, dims);
   hlo_value grads[3];
-  norm_backward(b, &L, dy, x, spread_stat(b, tpu_lower_value(l, 2, t), &L),
+  norm_backward(b, &L, grouped(l, 0, &L), grouped(l, 1, &L), spread_stat(b, tpu_lower_value(l, 2, t), &L),
                 spread_stat(b, tpu_lower_value(l, 3, t), &L), param_arg(l, 4, &L), false, grads);
   put_masked(l, 9, grads, 3);
   return NULL;
@@ -317,7 +367,9 @@ static const tpu_op_entry entries[] = {
     {"batch_norm_backward", lower_batch_norm_backward, false},
     {"native_batch_norm", lower_batch_norm, false},
     {"native_batch_norm_backward", lower_batch_norm_backward, false},
+    {"native_group_norm", lower_group_norm, false},
     {"native_group_norm_backward", lower_group_norm_backward, false},
+    {"native_layer_norm", lower_layer_norm, false},
     {"native_layer_norm_backward", lower_layer_norm_backward, false},
 };
 

@@ -288,6 +288,22 @@ static tpu_status lower_softmax(tpu_lowering* l) {
   return NULL;
 }
 
+/* _safe_softmax(self, dim, dtype): softmax (in dtype, if given), but 0 for a
+ * row whose every entry is -inf (attention that lets a query see no key),
+ * where softmax gives NaN. */
+static tpu_status lower_safe_softmax(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  reduction r = reduction_of(l, 0, 1, true);
+  tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
+  hlo_value m;
+  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), &r, false, &m);
+  hlo_value e = hlo_unary(b, "exponential", shifted);
+  hlo_value p = hlo_binary(b, "divide", e, expand_back(b, reduce(b, e, t, "add", &r), &r));
+  hlo_value empty = expand_back(b, hlo_compare(b, "EQ", m, hlo_constant_like(b, m, -__builtin_inf())), &r);
+  tpu_lower_set_output(l, 0, hlo_select(b, empty, hlo_constant_like(b, p, 0), p));
+  return NULL;
+}
+
 /* _softmax_backward_data(grad, output, dim, input_dtype):
  *   softmax:     output * (grad - sum(grad * output))
  *   log_softmax: grad - exp(output) * sum(grad) */
@@ -400,6 +416,7 @@ static const tpu_op_entry entries[] = {
     {"_cummin_helper", lower_cumulative_extreme, false},
     {"_log_softmax", lower_softmax, false},
     {"_log_softmax_backward_data", lower_softmax_backward, false},
+    {"_safe_softmax", lower_safe_softmax, false},
     {"_softmax", lower_softmax, false},
     {"_logcumsumexp", lower_logcumsumexp, false},
     {"_softmax_backward_data", lower_softmax_backward, false},
