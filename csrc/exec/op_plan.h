@@ -80,7 +80,8 @@ tpu_status finish_program(hlo_builder* b, hlo_value* results, int count, int* re
 /* result_params (NULL: none) names, per result, the parameter holding the
  * same storage's old value, or -1. finish_program keeps each such pair the
  * program can write in place (same dtype and size, and same shape unless
- * the plugin's buffers are shape-free) and sets the others to -1.
+ * the plugin's buffers are shape-free) whose storage is large enough to be
+ * worth it (IN_PLACE_MIN_BYTES, 1 MiB) and sets the others to -1.
  * donated_params turns the pairs into a per-parameter flag array
  * (malloc'd), or NULL when there are none (or no memory: nothing donated). */
 bool* donated_params(const int* result_params, int result_count, int param_count);
