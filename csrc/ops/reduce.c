@@ -272,35 +272,28 @@ static tpu_status lower_logsumexp(tpu_lowering* l) {
   return NULL;
 }
 
-/* _softmax/_log_softmax(self, dim, half_to_float): stable (the max is
- * subtracted first); half_to_float only changes the output dtype. */
+/* _softmax/_log_softmax(self, dim, half_to_float) and _safe_softmax(self,
+ * dim, dtype): stable (the max is subtracted first); half_to_float only
+ * changes the output dtype, dtype converts the input first. _safe_softmax
+ * gives 0 for a row whose every entry is -inf (attention that lets a query
+ * see no key), where softmax gives NaN. */
 static tpu_status lower_softmax(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
+  const char* name = tpu_lower_op_name(l);
+  bool safe = !strcmp(name, "_safe_softmax");
   reduction r = reduction_of(l, 0, 1, true);
-  tpu_dtype t = tpu_dtype_compute(r.in.dtype);
-  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), &r, false, NULL);
-  hlo_value e = hlo_unary(b, "exponential", shifted);
-  hlo_value sum = expand_back(b, reduce(b, e, t, "add", &r), &r);
-  hlo_value result = !strcmp(tpu_lower_op_name(l), "_log_softmax")
-                         ? hlo_binary(b, "subtract", shifted, hlo_unary(b, "log", sum))
-                         : hlo_binary(b, "divide", e, sum);
-  tpu_lower_set_output(l, 0, result);
-  return NULL;
-}
-
-/* _safe_softmax(self, dim, dtype): softmax (in dtype, if given), but 0 for a
- * row whose every entry is -inf (attention that lets a query see no key),
- * where softmax gives NaN. */
-static tpu_status lower_safe_softmax(tpu_lowering* l) {
-  hlo_builder* b = tpu_lower_builder(l);
-  reduction r = reduction_of(l, 0, 1, true);
-  tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
+  tpu_dtype t = tpu_dtype_compute(safe ? tpu_lower_output_type(l, 0).dtype : r.in.dtype);
   hlo_value m;
   hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), &r, false, &m);
   hlo_value e = hlo_unary(b, "exponential", shifted);
-  hlo_value p = hlo_binary(b, "divide", e, expand_back(b, reduce(b, e, t, "add", &r), &r));
-  hlo_value empty = expand_back(b, hlo_compare(b, "EQ", m, hlo_constant_like(b, m, -__builtin_inf())), &r);
-  tpu_lower_set_output(l, 0, hlo_select(b, empty, hlo_constant_like(b, p, 0), p));
+  hlo_value sum = expand_back(b, reduce(b, e, t, "add", &r), &r);
+  hlo_value result = !strcmp(name, "_log_softmax") ? hlo_binary(b, "subtract", shifted, hlo_unary(b, "log", sum))
+                                                   : hlo_binary(b, "divide", e, sum);
+  if (safe) {
+    hlo_value empty = hlo_compare(b, "EQ", m, hlo_constant_like(b, m, -__builtin_inf()));
+    result = hlo_select(b, expand_back(b, empty, &r), hlo_constant_like(b, result, 0), result);
+  }
+  tpu_lower_set_output(l, 0, result);
   return NULL;
 }
 
@@ -416,7 +409,7 @@ static const tpu_op_entry entries[] = {
     {"_cummin_helper", lower_cumulative_extreme, false},
     {"_log_softmax", lower_softmax, false},
     {"_log_softmax_backward_data", lower_softmax_backward, false},
-    {"_safe_softmax", lower_safe_softmax, false},
+    {"_safe_softmax", lower_softmax, false},
     {"_softmax", lower_softmax, false},
     {"_logcumsumexp", lower_logcumsumexp, false},
     {"_softmax_backward_data", lower_softmax_backward, false},
