@@ -202,7 +202,9 @@ tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* p, int device,
   TPU_RETURN_IF_ERROR(
       tpu_pjrt_execute(pjrt, p->executable, device, args, arg_count, donated, results, result_count));
   tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
-  for (size_t i = 0; donated && i < arg_count; i++) tpu_counter_add(TPU_COUNTER_IN_PLACE, donated[i]);
+  int64_t in_place = 0;
+  for (size_t i = 0; donated && i < arg_count; i++) in_place += donated[i];
+  if (in_place) tpu_counter_add(TPU_COUNTER_IN_PLACE, in_place);
   return NULL;
 }
 
