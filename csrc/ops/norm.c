@@ -66,6 +66,13 @@ static hlo_value stat_mean(hlo_builder* b, hlo_value x, const norm_layout* L) {
   return hlo_binary(b, "divide", sum, hlo_constant_like(b, sum, stat_size(L)));
 }
 
+/* The variance of x about its `mean` over the statistic dims, biased (it
+ * divides by the count), as every normalization here uses it. */
+static hlo_value stat_var(hlo_builder* b, hlo_value x, hlo_value mean, const norm_layout* L) {
+  hlo_value centered = hlo_binary(b, "subtract", x, spread_stat(b, mean, L));
+  return stat_mean(b, hlo_binary(b, "multiply", centered, centered), L);
+}
+
 /* Tensor argument `index` converted to t and spread over L's param dims;
  * HLO_INVALID when absent. */
 static hlo_value param_arg(tpu_lowering* l, int index, const norm_layout* L) {
@@ -167,8 +174,7 @@ static tpu_status lower_batch_norm(tpu_lowering* l) {
   hlo_value mean, var;
   if (training || !has_stats) {
     mean = stat_mean(b, x, &L);
-    hlo_value centered = hlo_binary(b, "subtract", x, spread_stat(b, mean, &L));
-    var = stat_mean(b, hlo_binary(b, "multiply", centered, centered), &L);
+    var = stat_var(b, x, mean, &L);
   } else {
     mean = tpu_lower_value(l, f->stats, t);
     var = tpu_lower_value(l, f->stats + 1, t);
@@ -255,14 +261,13 @@ static tpu_status lower_batch_norm_backward(tpu_lowering* l) {
   return NULL;
 }
 
-/* x's statistics over L's stat dims (the variance biased, as PyTorch
- * normalizes), then y; sets outputs 0..2 to y, mean and rstd. */
+/* x's statistics over L's stat dims, then y; sets outputs 0..2 to y, mean
+ * and rstd. */
 static void normalize_by_own_stats(tpu_lowering* l, const norm_layout* L, hlo_value x, double eps,
                                    hlo_value w, hlo_value bias) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_value mean = stat_mean(b, x, L);
-  hlo_value centered = hlo_binary(b, "subtract", x, spread_stat(b, mean, L));
-  hlo_value rstd = rstd_of_var(b, stat_mean(b, hlo_binary(b, "multiply", centered, centered), L), eps);
+  hlo_value rstd = rstd_of_var(b, stat_var(b, x, mean, L), eps);
   put(l, 0, normalize(b, x, spread_stat(b, mean, L), spread_stat(b, rstd, L), w, bias));
   put(l, 1, mean);
   put(l, 2, rstd);
