@@ -274,6 +274,51 @@ def test_rms_norm(dtype, affine):
                make((3, 4, 5), dtype), w)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_rms_norm_half_types_default_eps(dtype):
+    # Without eps, the compute dtype's (float32's) epsilon, as PyTorch takes it.
+    check_grad(lambda x, w: F.rms_norm(x, (6,), w), make((2, 3, 6), dtype) * 1e-3, make(6, dtype, 2),
+               rtol=1e-2, atol=1e-2)
+
+
+def test_rms_norm_non_contiguous_and_empty():
+    check_grad(lambda x, w: F.rms_norm(x.transpose(0, 1), (4,), w), make((5, 3, 4)), make(4, seed=2))
+    check_grad(lambda x, w: F.rms_norm(x, (4,), w), make((0, 4)), make(4, seed=2))
+    check_grad(lambda x: F.rms_norm(x, (4,)), make((3, 4)).expand(2, 3, 4))
+
+
+def test_rms_norm_double_backward():
+    def weight_grad_of_input_grad(x, w):
+        x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+        (gx,) = torch.autograd.grad((F.rms_norm(x, (5,), w) ** 2).sum(), x, create_graph=True)
+        return torch.autograd.grad(gx.sum(), w)[0]
+
+    check(weight_grad_of_input_grad, make((3, 5)), make(5, seed=1), rtol=1e-4, atol=1e-5)
+
+
+def test_rms_norm_is_one_program_each_way():
+    # PyTorch's composite rms_norm runs six programs forward and about a
+    # dozen backward on devices other than CUDA.
+    x, w = make((2, 4, 6)).to("tpu").requires_grad_(), make(6, seed=1).to("tpu").requires_grad_()
+    assert programs_run(lambda: F.rms_norm(x, (6,), w)) == 1
+    y = F.rms_norm(x, (6,), w)
+    assert type(y.grad_fn).__name__ == "FusedRmsNormBackward0"
+    g = torch.ones_like(y)
+    assert programs_run(lambda: y.backward(g)) == 1
+    with torch.inference_mode():
+        assert programs_run(lambda: F.rms_norm(x, (6,), w)) == 1
+        check(lambda x, w: F.rms_norm(x, (6,), w, eps=1e-2), make((2, 6)), make(6, seed=1))
+
+
+def test_rms_norm_bad_shapes_name_them():
+    x = make((3, 5)).to("tpu")
+    with pytest.raises(RuntimeError, match=r"normalized_shape=\[4\].*size\[3, 5\]"):
+        F.rms_norm(x, (4,))
+    with pytest.raises(RuntimeError, match=r"weight of shape \[4\]"):
+        F.rms_norm(x, (5,), make(4).to("tpu"))
+    assert_close(F.rms_norm(x, (5,)), F.rms_norm(x.cpu(), (5,)))
+
+
 def test_rms_norm_module():
     torch.manual_seed(0)
     cpu = nn.RMSNorm(6)

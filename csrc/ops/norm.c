@@ -1,13 +1,16 @@
 /* Normalizations: batch norm forward (training with running-stat updates,
- * evaluation), layer and group norm forward, and their backwards. (PyTorch's
- * own forwards of layer and group norm for other devices are composites, a
- * batch norm over a reshaped input and then the affine part: two and seven
- * programs; the glue routes both here.) rms_norm is composite throughout.
+ * evaluation), layer, group and RMS norm forward, and their backwards.
+ * (PyTorch's own forwards of layer and group norm for other devices are
+ * composites, a batch norm over a reshaped input and then the affine part:
+ * two and seven programs; rms_norm's is six, and its backward about a dozen.
+ * The glue routes all three here.)
  *
  * Every normalization here is y = xhat * w + b with xhat = (x - mean) *
- * rstd; they differ only in which dims of a working shape the statistics
- * average over and which dims the weight spans, so one layout type and one
- * backward serve all three. float16/bfloat16 compute in float32. */
+ * rstd (RMS norm: no mean, xhat = x * rstd, no bias); they differ only in
+ * which dims of a working shape the statistics average over and which dims
+ * the weight spans, so one layout type and one backward serve all four.
+ * float16/bfloat16 compute in float32. */
+#include <float.h>
 #include <string.h>
 
 #include "ops/families.h"
@@ -111,10 +114,16 @@ static norm_layout batch_layout(tpu_lowering* l, int input) {
   return L;
 }
 
-/* y = (x - mean) * rstd [* w] [+ b], mean and rstd already spread. */
+/* xhat = (x - mean) * rstd, or x * rstd without a mean (RMS norm); mean
+ * and rstd already spread. */
+static hlo_value normalized_x(hlo_builder* b, hlo_value x, hlo_value mean, hlo_value rstd) {
+  return hlo_binary(b, "multiply", mean != HLO_INVALID ? hlo_binary(b, "subtract", x, mean) : x, rstd);
+}
+
+/* y = xhat [* w] [+ b]. */
 static hlo_value normalize(hlo_builder* b, hlo_value x, hlo_value mean, hlo_value rstd,
                            hlo_value w, hlo_value bias) {
-  hlo_value y = hlo_binary(b, "multiply", hlo_binary(b, "subtract", x, mean), rstd);
+  hlo_value y = normalized_x(b, x, mean, rstd);
   if (w != HLO_INVALID) y = hlo_binary(b, "multiply", y, w);
   if (bias != HLO_INVALID) y = hlo_binary(b, "add", y, bias);
   return y;
@@ -211,15 +220,16 @@ static tpu_status lower_batch_norm(tpu_lowering* l) {
 
 /* Gradients of y = xhat * w + b, xhat = (x - mean) * rstd, for dy, x of
  * L's shape: grads[0..2] = dx, dw, db (dw and db over L's param dims).
- * mean and rstd are spread; w is spread or HLO_INVALID. With fixed_stats
- * mean and rstd are constants (batch norm in evaluation); otherwise they
- * are x's statistics over L's stat dims and carry gradient too. */
+ * mean and rstd are spread; w is spread or HLO_INVALID; mean HLO_INVALID
+ * is RMS norm's xhat = x * rstd. With fixed_stats mean and rstd are
+ * constants (batch norm in evaluation); otherwise they are x's statistics
+ * over L's stat dims and carry gradient too. */
 static void norm_backward(hlo_builder* b, const norm_layout* L, hlo_value dy, hlo_value x,
                           hlo_value mean, hlo_value rstd, hlo_value w, bool fixed_stats,
                           hlo_value* grads) {
   int64_t rest[TPU_MAX_RANK];
   int n = complement(L->param_dims, L->param_count, L->shape.rank, rest);
-  hlo_value xhat = hlo_binary(b, "multiply", hlo_binary(b, "subtract", x, mean), rstd);
+  hlo_value xhat = normalized_x(b, x, mean, rstd);
   grads[1] = sum_over(b, hlo_binary(b, "multiply", dy, xhat), rest, n);
   grads[2] = sum_over(b, dy, rest, n);
   hlo_value g = w != HLO_INVALID ? hlo_binary(b, "multiply", dy, w) : dy;
@@ -227,12 +237,11 @@ static void norm_backward(hlo_builder* b, const norm_layout* L, hlo_value dy, hl
     grads[0] = hlo_binary(b, "multiply", g, rstd);
     return;
   }
-  /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), means over the stat dims. */
-  hlo_value g_mean = spread_stat(b, stat_mean(b, g, L), L);
+  /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), means over the stat
+   * dims; without a mean in xhat, no mean(g) term. */
   hlo_value gx_mean = spread_stat(b, stat_mean(b, hlo_binary(b, "multiply", g, xhat), L), L);
-  hlo_value centered = hlo_binary(b, "subtract", hlo_binary(b, "subtract", g, g_mean),
-                                  hlo_binary(b, "multiply", xhat, gx_mean));
-  grads[0] = hlo_binary(b, "multiply", rstd, centered);
+  if (mean != HLO_INVALID) g = hlo_binary(b, "subtract", g, spread_stat(b, stat_mean(b, g, L), L));
+  grads[0] = hlo_binary(b, "multiply", rstd, hlo_binary(b, "subtract", g, hlo_binary(b, "multiply", xhat, gx_mean)));
 }
 
 /* native_batch_norm_backward(grad_out, input, weight, running_mean,
@@ -316,6 +325,38 @@ static tpu_status lower_layer_norm_backward(tpu_lowering* l) {
   return NULL;
 }
 
+/* RMS norm's eps when the call gives none: the compute dtype's epsilon. */
+static double rms_eps(tpu_lowering* l, int index, tpu_dtype compute) {
+  return tpu_lower_float(l, index, compute == TPU_F64 ? DBL_EPSILON : FLT_EPSILON);
+}
+
+/* _fused_rms_norm(input, normalized_shape, weight, eps) -> (out, rstd):
+ * rstd = 1 / sqrt(mean(x^2) + eps) over the normalized dims. */
+static tpu_status lower_rms_norm(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  norm_layout L;
+  if (!layer_layout(l, 0, &L)) return NULL;
+  hlo_value x = tpu_lower_value(l, 0, L.shape.dtype);
+  hlo_value rstd = rstd_of_var(b, stat_mean(b, hlo_binary(b, "multiply", x, x), &L), rms_eps(l, 3, L.shape.dtype));
+  put(l, 0, normalize(b, x, HLO_INVALID, spread_stat(b, rstd, &L), param_arg(l, 2, &L), HLO_INVALID));
+  put(l, 1, rstd);
+  return NULL;
+}
+
+/* _fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight,
+ * output_mask) -> (grad_input, grad_weight). */
+static tpu_status lower_rms_norm_backward(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  norm_layout L;
+  if (!layer_layout(l, 1, &L)) return NULL;
+  tpu_dtype t = L.shape.dtype;
+  hlo_value grads[3];
+  norm_backward(b, &L, tpu_lower_value(l, 0, t), tpu_lower_value(l, 1, t), HLO_INVALID,
+                spread_stat(b, tpu_lower_value(l, 3, t), &L), param_arg(l, 4, &L), false, grads);
+  put_masked(l, 5, grads, 2);
+  return NULL;
+}
+
 /* Group norm's layout from (N, C, HxW, group) at `sizes`..: the input
  * (at `input`) worked as (N, group, C / group, HxW), the statistics per
  * (N, group), the weight per channel. False (the error recorded) when the
@@ -366,6 +407,8 @@ static tpu_status lower_group_norm_backward(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
+    {"_fused_rms_norm", lower_rms_norm, false},
+    {"_fused_rms_norm_backward", lower_rms_norm_backward, false},
     {"_batch_norm_with_update", lower_batch_norm, false},
     {"_native_batch_norm_legit", lower_batch_norm, false},
     {"_native_batch_norm_legit_no_training", lower_batch_norm, false},

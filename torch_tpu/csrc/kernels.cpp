@@ -5,6 +5,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/IndexingUtils.h>
+#include <ATen/native/layer_norm.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/as_strided_native.h>
@@ -248,9 +249,24 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(host);
 }
 
+// rms_norm is CompositeImplicitAutograd: for devices other than CUDA it runs
+// as six programs forward and about a dozen backward. _fused_rms_norm (one
+// lowering each way, its derivative PyTorch's) is what CUDA takes. With the
+// checks and messages of PyTorch's own rms_norm.
+at::Tensor rms_norm(const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+                    const std::optional<at::Tensor>& weight, std::optional<double> eps) {
+  at::native::_check_rms_norm_inputs_symint(input, normalized_shape, weight.value_or(at::Tensor()));
+  return std::get<0>(at::_fused_rms_norm(input, C10_AS_INTARRAYREF_SLOW(normalized_shape), weight, eps));
+}
+
 }  // namespace
 
+// At the autograd key, so that autograd records _fused_rms_norm's backward;
+// at the backend key too, for inference mode, which skips autograd keys.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("rms_norm", rms_norm); }
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("rms_norm", rms_norm);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", at::native::as_strided_tensorimpl);
@@ -289,13 +305,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // and run as several programs: logsumexp as nine (max, subtract, exp,
   // sum, log, ...), group norm as seven and layer norm as two (a batch norm,
   // then the affine part), binary_cross_entropy_with_logits as six,
-  // _safe_softmax (attention's math form) as five, masked_fill,
+  // _safe_softmax (attention's math form) as five, _fused_rms_norm (which
+  // rms_norm above calls) as six, masked_fill,
   // constant_pad_nd and index_put as a fill or clone and then a write, isinf
   // as abs and a compare. Each lowering is one. Their autograd formulas stay
   // PyTorch's.
   for (const char* name : {"logsumexp", "logsumexp.out", "masked_fill.Scalar", "masked_fill.Tensor",
                            "constant_pad_nd", "isinf", "native_layer_norm", "native_group_norm",
-                           "binary_cross_entropy_with_logits", "_safe_softmax", "index_put"})
+                           "binary_cross_entropy_with_logits", "_safe_softmax", "index_put", "_fused_rms_norm"})
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
   // PyTorch's CompositeExplicitAutograd kernels of the _foreach_ ops loop
   // over per-tensor ops and would win over the fallback; foreach ops with a
