@@ -2,10 +2,13 @@
 configurations), measured in one run from the same weights and batches:
 
   cpu            PyTorch's CPU backend, eager
-  cpu-inductor   PyTorch's CPU backend through torch.compile (inductor); --inductor
+  cpu-inductor   PyTorch's CPU backend through torch.compile (inductor): forward
+                 with loss, and optimizer step; --inductor
   tpu-strict     tpu, strict eager (the default mode)
   tpu-fused      tpu, fused eager
-  tpu-compiled   tpu, torch.compile(backend="tpu") for model and optimizer step
+  tpu-compiled   tpu, torch.compile(backend="tpu") for forward with loss (one
+                 function: the loss inside the graph, as in the JAX step) and
+                 for the optimizer step
   jax-jit        the same model, loss and optimizer written in JAX
                  (benchmarks/jax_models.py), each step one jax.jit program on
                  jaxlib's own XLA CPU backend; --jax
@@ -72,17 +75,18 @@ class Side:
         self.mode = {"tpu-fused": "fused"}.get(name, "strict")
         self.model = copy.deepcopy(cpu_model).to(self.dev)
         self.optimizer = example.make_optimizer(self.model, cfg)
-        self.step_model = self.model
+        self.loss_fn = example.loss_fn
         if name.endswith(("compiled", "inductor")):
+            # The forward and its loss as one graph, as the JAX side jits
+            # them (its backward is one graph too).
             backend = "tpu" if self.dev.type == "tpu" else "inductor"
-            self.step_model = torch.compile(self.model, backend=backend)
+            self.loss_fn = torch.compile(example.loss_fn, backend=backend)
             self.optimizer = CompiledOptimizer(self.optimizer, backend)
 
     def ms_per_step(self, batches):
         with torch_tpu.eager_mode(self.mode):
             start = time.perf_counter()
-            common.train(self.step_model, self.optimizer, self.example.loss_fn, batches, self.dev,
-                         log_every=0)
+            common.train(self.model, self.optimizer, self.loss_fn, batches, self.dev, log_every=0)
             return (time.perf_counter() - start) / len(batches) * 1e3
 
 
