@@ -241,7 +241,8 @@ static void norm_backward(hlo_builder* b, const norm_layout* L, hlo_value dy, hl
    * dims; without a mean in xhat, no mean(g) term. */
   hlo_value gx_mean = spread_stat(b, stat_mean(b, hlo_binary(b, "multiply", g, xhat), L), L);
   if (mean != HLO_INVALID) g = hlo_binary(b, "subtract", g, spread_stat(b, stat_mean(b, g, L), L));
-  grads[0] = hlo_binary(b, "multiply", rstd, hlo_binary(b, "subtract", g, hlo_binary(b, "multiply", xhat, gx_mean)));
+  hlo_value centered = hlo_binary(b, "subtract", g, hlo_binary(b, "multiply", xhat, gx_mean));
+  grads[0] = hlo_binary(b, "multiply", rstd, centered);
 }
 
 /* native_batch_norm_backward(grad_out, input, weight, running_mean,
@@ -310,19 +311,28 @@ static tpu_status lower_layer_norm(tpu_lowering* l) {
   return NULL;
 }
 
-/* native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd,
- * weight, bias, output_mask). */
-static tpu_status lower_layer_norm_backward(tpu_lowering* l) {
+/* The backward of a norm over the trailing normalized dims (layer and RMS
+ * norm): grad_out, input and normalized_shape at 0..2; the mean (-1: none,
+ * RMS norm), rstd, weight and output_mask at the given positions; the first
+ * grad_count of dx, dw, db. */
+static tpu_status trailing_norm_backward(tpu_lowering* l, int mean, int rstd, int weight, int mask,
+                                         int grad_count) {
   hlo_builder* b = tpu_lower_builder(l);
   norm_layout L;
   if (!layer_layout(l, 1, &L)) return NULL;
   tpu_dtype t = L.shape.dtype;
   hlo_value grads[3];
-  norm_backward(b, &L, tpu_lower_value(l, 0, t), tpu_lower_value(l, 1, t),
-                spread_stat(b, tpu_lower_value(l, 3, t), &L),
-                spread_stat(b, tpu_lower_value(l, 4, t), &L), param_arg(l, 5, &L), false, grads);
-  put_masked(l, 7, grads, 3);
+  hlo_value spread_mean = mean >= 0 ? spread_stat(b, tpu_lower_value(l, mean, t), &L) : HLO_INVALID;
+  norm_backward(b, &L, tpu_lower_value(l, 0, t), tpu_lower_value(l, 1, t), spread_mean,
+                spread_stat(b, tpu_lower_value(l, rstd, t), &L), param_arg(l, weight, &L), false, grads);
+  put_masked(l, mask, grads, grad_count);
   return NULL;
+}
+
+/* native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd,
+ * weight, bias, output_mask). */
+static tpu_status lower_layer_norm_backward(tpu_lowering* l) {
+  return trailing_norm_backward(l, 3, 4, 5, 7, 3);
 }
 
 /* RMS norm's eps when the call gives none: the compute dtype's epsilon. */
@@ -337,7 +347,8 @@ static tpu_status lower_rms_norm(tpu_lowering* l) {
   norm_layout L;
   if (!layer_layout(l, 0, &L)) return NULL;
   hlo_value x = tpu_lower_value(l, 0, L.shape.dtype);
-  hlo_value rstd = rstd_of_var(b, stat_mean(b, hlo_binary(b, "multiply", x, x), &L), rms_eps(l, 3, L.shape.dtype));
+  hlo_value mean_square = stat_mean(b, hlo_binary(b, "multiply", x, x), &L);
+  hlo_value rstd = rstd_of_var(b, mean_square, rms_eps(l, 3, L.shape.dtype));
   put(l, 0, normalize(b, x, HLO_INVALID, spread_stat(b, rstd, &L), param_arg(l, 2, &L), HLO_INVALID));
   put(l, 1, rstd);
   return NULL;
@@ -346,15 +357,7 @@ static tpu_status lower_rms_norm(tpu_lowering* l) {
 /* _fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight,
  * output_mask) -> (grad_input, grad_weight). */
 static tpu_status lower_rms_norm_backward(tpu_lowering* l) {
-  hlo_builder* b = tpu_lower_builder(l);
-  norm_layout L;
-  if (!layer_layout(l, 1, &L)) return NULL;
-  tpu_dtype t = L.shape.dtype;
-  hlo_value grads[3];
-  norm_backward(b, &L, tpu_lower_value(l, 0, t), tpu_lower_value(l, 1, t), HLO_INVALID,
-                spread_stat(b, tpu_lower_value(l, 3, t), &L), param_arg(l, 4, &L), false, grads);
-  put_masked(l, 5, grads, 2);
-  return NULL;
+  return trailing_norm_backward(l, -1, 3, 4, 5, 2);
 }
 
 /* Group norm's layout from (N, C, HxW, group) at `sizes`..: the input
