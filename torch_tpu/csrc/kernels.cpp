@@ -301,15 +301,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
          torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
          torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
-  // These ops' CompositeExplicitAutograd kernels would win over the fallback
-  // and run as several programs: logsumexp as nine (max, subtract, exp,
-  // sum, log, ...), group norm as seven and layer norm as two (a batch norm,
-  // then the affine part), binary_cross_entropy_with_logits as six,
-  // _safe_softmax (attention's math form) as five, _fused_rms_norm (which
-  // rms_norm above calls) as six, masked_fill,
-  // constant_pad_nd and index_put as a fill or clone and then a write, isinf
-  // as abs and a compare. Each lowering is one. Their autograd formulas stay
-  // PyTorch's.
+  // These ops' composite kernels would win over the fallback and run as
+  // several programs: logsumexp as nine (max, subtract, exp, sum, log, ...),
+  // group norm as seven and layer norm as two (a batch norm, then the affine
+  // part), binary_cross_entropy_with_logits as six, _safe_softmax
+  // (attention's math form) as five, masked_fill, constant_pad_nd and
+  // index_put as a fill or clone and then a write, isinf as abs and a
+  // compare (all CompositeExplicitAutograd), and _fused_rms_norm (which
+  // rms_norm above calls) as six (CompositeImplicitAutograd: with a backend
+  // kernel, its autograd key takes its derivative instead of the composite).
+  // Each lowering is one. Their autograd formulas stay PyTorch's.
   for (const char* name : {"logsumexp", "logsumexp.out", "masked_fill.Scalar", "masked_fill.Tensor",
                            "constant_pad_nd", "isinf", "native_layer_norm", "native_group_norm",
                            "binary_cross_entropy_with_logits", "_safe_softmax", "index_put", "_fused_rms_norm"})
