@@ -42,6 +42,7 @@ def child(steps):
     step_start = time.perf_counter()
     model = cpu_model.to(dev)
     common.train(model, mingpt.make_optimizer(model, cfg), mingpt.loss_fn, batches, dev, log_every=0)
+    torch.tpu.synchronize()  # the update too: fused mode leaves it pending after the loss read
     end = time.perf_counter()
     counters = torch_tpu.metrics.counters()
     print(json.dumps({

@@ -150,9 +150,9 @@ def make_mlp():
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 3))
 
 
-def train(model, device, steps):
+def train(model, device, steps, optimizer=None):
     g = torch.Generator().manual_seed(1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=1e-2)
     losses = []
     for _ in range(steps):
         x, y = torch.randn(4, 8, generator=g), torch.randint(0, 3, (4,), generator=g)
@@ -179,8 +179,56 @@ def test_mlp_training_steps_match_cpu(mode):
 
 def test_fused_training_loop_compiles_once():
     model = make_mlp().to("tpu")
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     with torch_tpu.eager_mode("fused"):
-        train(model, "tpu", 2)  # the first steps build the programs
+        # The first steps build the programs: the backward, and the forward
+        # after the first (state-making) and after a later optimizer step.
+        train(model, "tpu", 3, optimizer)
         before = torch_tpu.metrics.counters()["compile"]
-        train(model, "tpu", 2)
+        train(model, "tpu", 3, optimizer)
         assert torch_tpu.metrics.counters()["compile"] == before
+
+
+def test_fused_step_cuts_at_backward_and_optimizer_step():
+    model = make_mlp().to("tpu")
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = torch.randn(4, 8).to("tpu"), torch.tensor([0, 2, 1, 0]).to("tpu")
+    executed = []
+    with torch_tpu.eager_mode("fused"):
+        for _ in range(3):
+            start = torch_tpu.metrics.counters()["execute"]
+            optimizer.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            forward_ops = torch_tpu.modes.pending_op_count()
+            loss.backward()  # its first op, on autograd's thread, runs the forward
+            backward_ops = torch_tpu.modes.pending_op_count()
+            optimizer.step()  # runs the backward first
+            step_ops = torch_tpu.modes.pending_op_count()
+            loss.item()  # ran with the forward: the step's ops stay pending
+            assert torch_tpu.modes.pending_op_count() == step_ops
+            executed.append(torch_tpu.metrics.counters()["execute"] - start)
+    assert forward_ops > 0 and backward_ops > 0 and step_ops > 0
+    assert executed[1:] == [2, 2]  # the previous step's update with this forward; the backward
+    torch_tpu.sync()
+    assert torch_tpu.modes.pending_op_count() == 0
+
+
+def test_fused_graph_is_cut_when_another_thread_records():
+    import threading
+
+    a = torch.arange(4.0).to("tpu")
+    with torch_tpu.eager_mode("fused"):
+        b = a + 1
+        assert torch_tpu.modes.pending_op_count() == 1
+        out = {}
+
+        def worker():
+            out["c"] = b * 2
+            out["pending"] = torch_tpu.modes.pending_op_count()
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        assert out["pending"] == 1  # the main thread's add ran; the multiply waits
+        assert out["c"].cpu().tolist() == [2.0, 4.0, 6.0, 8.0]
+        assert b.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]

@@ -8,11 +8,17 @@
   point runs the whole graph as one program (cached by its text, so a loop
   compiles once). Sync points: reading values on the host (.cpu(), .item(),
   printing), writing host data into a device tensor, torch.tpu.synchronize(),
-  torch_tpu.sync(), recording an event, changing the mode.
+  torch_tpu.sync(), recording an event, changing the mode. The graph is
+  also cut, without waiting, where a step overlaps well with recording the
+  next: when another thread records into it (autograd records a backward
+  on its own thread) and when an optimizer step begins.
 
 TORCH_TPU_EAGER_MODE sets the mode at import."""
 import contextlib
 import os
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from . import _C
 from . import device as _device
@@ -26,6 +32,7 @@ def set_eager_mode(mode):
     if not isinstance(mode, str):
         raise TypeError(f"eager mode must be a string (strict, debug or fused), got {type(mode).__name__}")
     _C._set_eager_mode(mode)
+    _cut_before_optimizer_steps(mode == "fused")
 
 
 def get_eager_mode():
@@ -54,6 +61,25 @@ def sync(device=None):
     not wait for them; torch.tpu.synchronize() does."""
     for index in _devices(device):
         _C._sync(index)
+
+
+_optimizer_hook = None  # while fused: the handle of _run_pending_ops
+
+
+def _run_pending_ops(optimizer, args, kwargs):
+    """Before an optimizer step, the pending forward and backward start
+    running, so they run while the step's ops are being recorded."""
+    if not torch.compiler.is_compiling():
+        sync()
+
+
+def _cut_before_optimizer_steps(on):
+    global _optimizer_hook
+    if on and _optimizer_hook is None:
+        _optimizer_hook = register_optimizer_step_pre_hook(_run_pending_ops)
+    elif not on and _optimizer_hook is not None:
+        _optimizer_hook.remove()
+        _optimizer_hook = None
 
 
 def pending_op_count(device=None):

@@ -211,10 +211,19 @@ static tpu_status check_lowers(tpu_op_plan* plan, const tpu_op_call* call) {
   return status;
 }
 
+/* One per thread: its address tells the recording threads apart. */
+static _Thread_local char recording_thread;
+
 tpu_status graph_record(tpu_op_plan* plan, const tpu_op_call* call) {
   graph* g = NULL;
   TPU_RETURN_IF_ERROR(check_lowers(plan, call));
   TPU_RETURN_IF_ERROR(graph_open(call->device, &g));
+  /* Another thread's op cuts the graph: autograd records a backward on its
+   * own thread, so the forward's program runs while the backward is being
+   * recorded, and the backward's while the optimizer step is. */
+  if (!g->capturing && g->op_count > 0 && g->recorder != &recording_thread)
+    TPU_RETURN_IF_ERROR(graph_flush(call->device));
+  g->recorder = &recording_thread;
   if (g->op_count == g->op_cap) {
     int cap = g->op_cap ? g->op_cap * 2 : 256;
     recorded_op* grown = realloc(g->ops, (size_t)cap * sizeof *grown);

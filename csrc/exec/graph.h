@@ -66,6 +66,7 @@ typedef struct graph {
   size_t key_len;
   size_t key_cap;
   bool capturing;        /* a torch.compile capture: never flushed, see program.c */
+  const char* recorder;  /* the thread that recorded the last op (graph_record) */
   /* While lowering: */
   hlo_builder* b;
   int lowering_op;
