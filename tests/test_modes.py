@@ -5,6 +5,7 @@ import copy
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
@@ -214,8 +215,6 @@ def test_fused_step_cuts_at_backward_and_optimizer_step():
 
 
 def test_fused_graph_is_cut_when_another_thread_records():
-    import threading
-
     a = torch.arange(4.0).to("tpu")
     with torch_tpu.eager_mode("fused"):
         b = a + 1

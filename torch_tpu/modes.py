@@ -67,8 +67,9 @@ _optimizer_hook = None  # while fused: the handle of _run_pending_ops
 
 
 def _run_pending_ops(optimizer, args, kwargs):
-    """Before an optimizer step, the pending forward and backward start
-    running, so they run while the step's ops are being recorded."""
+    """Before an optimizer step the pending ops (the backward, cut from the
+    forward when autograd's thread began recording it) start running, so
+    they run while the step's ops are being recorded."""
     if not torch.compiler.is_compiling():
         sync()
 
