@@ -5,8 +5,8 @@
 - "debug": each op is also awaited, so its error surfaces at the call that
   caused it. Slow; for finding a failing op.
 - "fused": ops are recorded into the device's pending graph, and a sync
-  point runs the whole graph as one program (cached by its text, so a loop
-  compiles once). Sync points: reading values on the host (.cpu(), .item(),
+  point runs the whole graph as one program (cached by its structure, so a
+  loop compiles once). Sync points: reading values on the host (.cpu(), .item(),
   printing), writing host data into a device tensor, torch.tpu.synchronize(),
   torch_tpu.sync(), recording an event, changing the mode. The graph is
   also cut, without waiting, where a step overlaps well with recording the
