@@ -30,17 +30,18 @@ static cached_program* oldest;
 static long loaded_maps; /* the loaded executables' maps */
 static long budget;
 
-/* Reading /proc/self/maps costs about 1 us a map, so first loads are
- * measured while the process holds few maps (and one in 64 after that);
- * the others are estimated from the program text's size at twice the maps
- * per byte of all programs measured together. (Not the highest ratio seen:
- * a small program measured while other threads map memory can show tens of
- * times the usual ratio, and scaled up to a large program's text that
- * estimate alone exceeded the whole budget, unloading programs needed every
- * step.) */
-#define CHEAP_MAP_COUNT 4096
+/* Reading /proc/self/maps costs 1-2 us a map (the kernel formats every
+ * line), a millisecond even in a fresh process: in a warm start, where
+ * every program is a first load from the disk cache, counting each one
+ * took a quarter of the first step. So the first few first loads are
+ * measured, and one in 64 after them; the others are estimated from the
+ * program text's size at twice the maps per byte of all programs measured
+ * together. (Not the highest ratio seen: a small program measured while
+ * other threads map memory can show tens of times the usual ratio, and
+ * scaled up to a large program's text that estimate alone exceeded the
+ * whole budget, unloading programs needed every step.) */
+#define MEASURED_FIRST 8
 #define MEASURE_EVERY 64
-static long last_map_count;
 static double measured_maps_total, measured_bytes_total;
 static unsigned first_loads;
 
@@ -132,7 +133,6 @@ static void unload_past_budget(tpu_pjrt* pjrt) {
 
 static int measured_maps(long before, size_t size) {
   long after = count_maps();
-  last_map_count = after;
   /* Other threads map and unmap too: a rough figure, at least one. */
   long held = before < 0 || after < 0 ? 3 : after - before;
   held = held < 1 ? 1 : held > 1000000 ? 1000000 : held;
@@ -159,8 +159,8 @@ static bool code_in_host_maps(const tpu_pjrt* pjrt) {
 static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
   *out_compiled = false;
   bool host = code_in_host_maps(pjrt);
-  bool measure = host && !p->maps && (last_map_count < CHEAP_MAP_COUNT || measured_bytes_total == 0 ||
-                                      ++first_loads % MEASURE_EVERY == 0);
+  bool measure = host && !p->maps && (first_loads < MEASURED_FIRST || first_loads % MEASURE_EVERY == 0);
+  if (host && !p->maps) first_loads++;
   long maps_before = measure ? count_maps() : -1;
   TPU_RETURN_IF_ERROR(disk_cache_load(pjrt, p->text, p->size, &p->executable));
   if (!p->executable) {
