@@ -102,6 +102,28 @@ def test_elapsed_time_of_big_matmuls_is_plausible():
     assert ms == pytest.approx(start.elapsed_time(end))  # stable once complete
 
 
+def test_work_whose_results_were_dropped_is_waited_for():
+    # CUDA-style timing: a loop whose results are discarded. In strict mode
+    # that work runs (fused mode drops it unrun, since nothing reads it); the
+    # event after it is complete only once it is done, so it is timed, and
+    # torch.tpu.synchronize() waits for it. Reference: the same loop with its
+    # results kept.
+    a = torch.randn(1024, 1024, device="tpu")
+    (a @ a).cpu()  # compile outside the timed spans
+    kept_start, kept_end, _ = big_matmul_events()
+    kept_end.synchronize()
+    start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    start.record()
+    for _ in range(3):
+        a @ a
+    end.record()
+    assert not end.query()  # three 1024^3 matmuls take milliseconds; this, microseconds
+    torch.tpu.synchronize()
+    assert end.query()
+    # The same work, timed both ways (generous bound: the VM's speed varies).
+    assert start.elapsed_time(end) > 0.25 * kept_start.elapsed_time(kept_end)
+
+
 def test_query_after_synchronize_is_true():
     _, end, _ = big_matmul_events(repeats=1)
     end.synchronize()

@@ -39,7 +39,7 @@ void tpu_buffer_release(tpu_buffer* buffer) {
   runtime_lock();
   if (buffer->prev) buffer->prev->next = buffer->next; else live_buffers = buffer->next;
   if (buffer->next) buffer->next->prev = buffer->prev;
-  tpu_pjrt_buffer_destroy(runtime_pjrt(), buffer->pjrt);
+  inflight_drop_storage(buffer->device, buffer->pjrt);
   runtime_unlock();
   memory_account(buffer->device, -(int64_t)buffer->nbytes);
   free(buffer);
@@ -70,7 +70,7 @@ tpu_dtype buffer_storage_dtype(const tpu_buffer* buffer, tpu_dtype view_dtype) {
 }
 
 void buffer_replace(tpu_buffer* buffer, struct PJRT_Buffer* pjrt, tpu_dtype dtype) {
-  tpu_pjrt_buffer_destroy(runtime_pjrt(), buffer->pjrt);
+  inflight_drop_storage(buffer->device, buffer->pjrt);
   buffer->pjrt = pjrt;
   buffer->dtype = dtype;
 }

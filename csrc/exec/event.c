@@ -1,9 +1,10 @@
 /* Events: a mark on the work a device has been given. Recording one runs
  * the device's pending fused ops, then asks the plugin to call back when
- * each live storage of the device is ready; the mark is complete when the
- * last callback has come, and that moment is its completion time. A storage
- * is live while anything can still read it, so this covers every result of
- * work enqueued so far (as tpu_device_synchronize does by awaiting them). */
+ * each live storage of the device is ready, and each storage dropped while
+ * its work still ran (inflight.c: a program whose results were all dropped
+ * shows in no live storage); the mark is complete when the last callback has
+ * come, and that moment is its completion time. So it covers all work
+ * enqueued so far, as tpu_device_synchronize does by awaiting the same. */
 #include <stdlib.h>
 #include <time.h>
 
@@ -104,16 +105,37 @@ void tpu_event_destroy(tpu_event* event) {
 
 int tpu_event_device(const tpu_event* event) { return event->device; }
 
-/* Registers the mark on one storage's readiness. Lock held. */
-static tpu_status watch_buffer(tpu_buffer* b, void* context) {
-  event_mark* m = context;
+/* The work writing one marked dropped storage is done. Nothing can read
+ * that storage, so the mark does not take its error. */
+static void dropped_ready(void* user, tpu_status status) {
+  tpu_status_free(status);
+  buffer_ready(user, NULL);
+}
+
+/* Counts one more callback to come for the mark. */
+static void expect_callback(event_mark* m) {
   atomic_fetch_add(&m->refcount, 1);
   pthread_mutex_lock(&m->mutex);
   m->pending++;
   pthread_mutex_unlock(&m->mutex);
   callbacks_add(m->device, 1);
+}
+
+/* Registers the mark on one storage's readiness. Lock held. */
+static tpu_status watch_buffer(tpu_buffer* b, void* context) {
+  event_mark* m = context;
+  expect_callback(m);
   tpu_status status = tpu_pjrt_buffer_on_ready(runtime_pjrt(), b->pjrt, b->writer, buffer_ready, m);
   if (status) buffer_ready(m, NULL); /* never called back: undo */
+  return status;
+}
+
+/* Registers the mark on one dropped storage's readiness. Lock held. */
+static tpu_status watch_dropped(struct PJRT_Event* ready, void* context) {
+  event_mark* m = context;
+  expect_callback(m);
+  tpu_status status = tpu_pjrt_event_on_ready(runtime_pjrt(), ready, "a dropped storage", dropped_ready, m);
+  if (status) buffer_ready(m, NULL);
   return status;
 }
 
@@ -131,6 +153,7 @@ tpu_status tpu_event_record(tpu_event* event, int device) {
   runtime_lock();
   tpu_status status = tpu_sync(device);
   if (!status) status = buffers_for_each(device, watch_buffer, m);
+  if (!status) status = inflight_for_each(device, watch_dropped, m);
   if (!status) {
     mark_release(event->mark);
     event->mark = m;

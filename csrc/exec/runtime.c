@@ -188,6 +188,7 @@ tpu_status tpu_device_synchronize(int device) {
   runtime_lock();
   tpu_status status = graph_flush(device);
   if (!status) status = buffers_await_all(device);
+  inflight_await_all(device);
   runtime_unlock();
   if (!status) event_callbacks_wait(device);
   return status;

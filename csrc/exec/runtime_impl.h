@@ -57,6 +57,19 @@ tpu_status buffers_for_each(int device, tpu_status (*fn)(tpu_buffer* buffer, voi
  * still observe. Returns the first error. Lock held. */
 tpu_status buffers_await_all(int device);
 
+struct PJRT_Event;
+
+/* Destroys a storage's PJRT buffer, first remembering its ready event if
+ * the work writing it may still run (inflight.c). Lock held. */
+void inflight_drop_storage(int device, struct PJRT_Buffer* storage);
+/* Waits for the work writing every storage dropped on `device` that may
+ * still run (their errors are moot: nothing can read them). Lock held. */
+void inflight_await_all(int device);
+/* Calls fn on the ready event of each of those storages, until one fails.
+ * Lock held. */
+tpu_status inflight_for_each(int device, tpu_status (*fn)(struct PJRT_Event* ready, void* context),
+                             void* context);
+
 /* Waits until every event callback registered on `device` has run (event.c).
  * Lock not held: the callbacks come from the plugin's threads. */
 void event_callbacks_wait(int device);

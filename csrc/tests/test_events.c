@@ -155,12 +155,46 @@ static void test_synchronize_completes_recorded_events(void) {
   release(&a, &b, &c);
 }
 
+/* Work whose results were all dropped still runs: an event recorded after
+ * it is not complete until that work is done, and a device synchronize
+ * waits for it. */
+static void drop_a_product(const square* a, const square* b) {
+  square dropped = make_square(0.0f);
+  enqueue_mm(a, b, &dropped);
+  tpu_buffer_release(dropped.buffer);
+}
+
+static void test_dropped_results_are_waited_for(void) {
+  square a = make_square(1.0f), b = make_square(1.0f), c = make_square(0.0f);
+  enqueue_mm(&a, &b, &c); /* compile first */
+  CHECK_OK(tpu_device_synchronize(0));
+  tpu_event* e = NULL;
+  CHECK_OK(tpu_event_create(false, &e));
+  drop_a_product(&a, &b);
+  CHECK_OK(tpu_event_record(e, 0));
+  bool done = true;
+  CHECK_OK(tpu_event_query(e, &done));
+  CHECK(!done); /* an N^3 matmul takes milliseconds; this query, microseconds */
+  CHECK_OK(tpu_device_synchronize(0));
+  CHECK_OK(tpu_event_query(e, &done));
+  CHECK(done);
+  /* 70 at once outgrow the first ring of remembered storages. */
+  for (int i = 0; i < 70; i++) drop_a_product(&a, &b);
+  CHECK_OK(tpu_event_record(e, 0));
+  CHECK_OK(tpu_device_synchronize(0));
+  CHECK_OK(tpu_event_query(e, &done));
+  CHECK(done);
+  tpu_event_destroy(e);
+  release(&a, &b, &c);
+}
+
 int main(void) {
   if (check_runtime_init()) {
     test_unrecorded_event();
     test_elapsed_time_of_a_matmul();
     test_record_runs_pending_fused_ops();
     test_synchronize_completes_recorded_events();
+    test_dropped_results_are_waited_for();
   }
   return check_finish("events");
 }

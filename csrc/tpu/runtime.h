@@ -273,7 +273,8 @@ void tpu_cache_stats(const char** out_dir, int64_t* out_entries, int64_t* out_by
                      int64_t* out_max_bytes);
 tpu_status tpu_cache_clear(void);
 
-/* Blocks until all work enqueued on `device` is done; returns its first error. */
+/* Blocks until all work enqueued on `device` is done, including work whose
+ * results were all dropped; returns the first error of a result still held. */
 tpu_status tpu_device_synchronize(int device);
 
 /* ---- events ---- */
