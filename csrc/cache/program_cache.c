@@ -159,8 +159,9 @@ static bool code_in_host_maps(const tpu_pjrt* pjrt) {
 static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
   *out_compiled = false;
   bool host = code_in_host_maps(pjrt);
-  bool measure = host && !p->maps && (first_loads < MEASURED_FIRST || first_loads % MEASURE_EVERY == 0);
-  if (host && !p->maps) first_loads++;
+  bool first_load = host && !p->maps;
+  bool measure = first_load && (first_loads < MEASURED_FIRST || first_loads % MEASURE_EVERY == 0);
+  if (first_load) first_loads++;
   long maps_before = measure ? count_maps() : -1;
   TPU_RETURN_IF_ERROR(disk_cache_load(pjrt, p->text, p->size, &p->executable));
   if (!p->executable) {

@@ -22,10 +22,11 @@ static inflight_ring rings[MAX_DEVICES];
 
 static struct PJRT_Event** at(inflight_ring* r, size_t i) { return &r->events[(r->head + i) % r->capacity]; }
 
-static void drop_oldest(inflight_ring* r) {
-  tpu_pjrt_event_destroy(runtime_pjrt(), *at(r, 0));
+static struct PJRT_Event* take_oldest(inflight_ring* r) {
+  struct PJRT_Event* oldest = *at(r, 0);
   r->head = (r->head + 1) % r->capacity;
   r->count--;
+  return oldest;
 }
 
 static bool grow(inflight_ring* r) {
@@ -42,7 +43,8 @@ static void add(int device, struct PJRT_Event* ready) {
   inflight_ring* r = &rings[device];
   /* Pruned only when full, so most drops cost one readiness check. */
   if (r->count == r->capacity)
-    while (r->count && tpu_pjrt_event_is_ready(runtime_pjrt(), *at(r, 0))) drop_oldest(r);
+    while (r->count && tpu_pjrt_event_is_ready(runtime_pjrt(), *at(r, 0)))
+      tpu_pjrt_event_destroy(runtime_pjrt(), take_oldest(r));
   if (r->count == r->capacity && !grow(r)) {
     /* No room to remember it: wait for it now. */
     tpu_status_free(tpu_pjrt_event_await(runtime_pjrt(), ready, "awaiting a dropped storage"));
@@ -66,12 +68,8 @@ void inflight_drop_storage(int device, struct PJRT_Buffer* storage) {
 
 void inflight_await_all(int device) {
   inflight_ring* r = &rings[device];
-  while (r->count) {
-    struct PJRT_Event* ready = *at(r, 0);
-    r->head = (r->head + 1) % r->capacity;
-    r->count--;
-    tpu_status_free(tpu_pjrt_event_await(runtime_pjrt(), ready, "awaiting a dropped storage"));
-  }
+  while (r->count)
+    tpu_status_free(tpu_pjrt_event_await(runtime_pjrt(), take_oldest(r), "awaiting a dropped storage"));
 }
 
 tpu_status inflight_for_each(int device, tpu_status (*fn)(struct PJRT_Event* ready, void* context),

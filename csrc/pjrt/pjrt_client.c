@@ -57,6 +57,15 @@ tpu_status tpu_pjrt_error(const PJRT_Api* api, PJRT_Error* error, const char* ca
   return status;
 }
 
+void tpu_pjrt_event_drop(const PJRT_Api* api, PJRT_Event* event) {
+  if (!event) return;
+  PJRT_Event_Destroy_Args destroy;
+  memset(&destroy, 0, sizeof destroy);
+  destroy.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE;
+  destroy.event = event;
+  tpu_pjrt_error_drop(api, api->PJRT_Event_Destroy(&destroy));
+}
+
 tpu_status tpu_pjrt_event_finish(const PJRT_Api* api, PJRT_Event* event, const char* what) {
   if (!event) return NULL;
   PJRT_Event_Await_Args await;
@@ -64,12 +73,7 @@ tpu_status tpu_pjrt_event_finish(const PJRT_Api* api, PJRT_Event* event, const c
   await.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;
   await.event = event;
   tpu_status status = tpu_pjrt_error(api, api->PJRT_Event_Await(&await), what);
-
-  PJRT_Event_Destroy_Args destroy;
-  memset(&destroy, 0, sizeof destroy);
-  destroy.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE;
-  destroy.event = event;
-  tpu_pjrt_error_drop(api, api->PJRT_Event_Destroy(&destroy));
+  tpu_pjrt_event_drop(api, event);
   return status;
 }
 

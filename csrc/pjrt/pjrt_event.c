@@ -84,10 +84,5 @@ tpu_status tpu_pjrt_event_await(tpu_pjrt* pjrt, struct PJRT_Event* event, const 
 }
 
 void tpu_pjrt_event_destroy(tpu_pjrt* pjrt, struct PJRT_Event* event) {
-  if (!pjrt || !event) return;
-  PJRT_Event_Destroy_Args destroy;
-  memset(&destroy, 0, sizeof destroy);
-  destroy.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE;
-  destroy.event = event;
-  tpu_pjrt_error_drop(pjrt->api, pjrt->api->PJRT_Event_Destroy(&destroy));
+  if (pjrt) tpu_pjrt_event_drop(pjrt->api, event);
 }

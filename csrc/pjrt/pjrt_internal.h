@@ -34,6 +34,9 @@ tpu_status tpu_pjrt_error(const PJRT_Api* api, PJRT_Error* error, const char* ca
 /* Destroys an error whose status nobody can receive (destroy paths). */
 void tpu_pjrt_error_drop(const PJRT_Api* api, PJRT_Error* error);
 
+/* Destroys `event` (NULL is OK). */
+void tpu_pjrt_event_drop(const PJRT_Api* api, PJRT_Event* event);
+
 /* Awaits and destroys `event` (NULL is OK); returns the event's error. */
 tpu_status tpu_pjrt_event_finish(const PJRT_Api* api, PJRT_Event* event, const char* what);
 
