@@ -188,6 +188,7 @@ static tpu_status note_structure(graph* g, tpu_op_plan* plan, const tpu_op_call*
     int slot = slot_of(g, &call->outputs[k]);
     ok = slot >= 0 && key_put(g, &slot, sizeof slot);
     if (!ok) break;
+    if (plan->kept && plan->kept[k]) continue; /* not written: no result of the graph */
     g->slots[slot].written = true;
     g->slots[slot].buffer->pending_dtype = k < n ? written[k] : call->outputs[k].dtype;
   }
@@ -207,7 +208,8 @@ static tpu_status check_lowers(tpu_op_plan* plan, const tpu_op_call* call) {
   free(trial.donated);
   free(trial.result_outputs);
   free(trial.result_dtypes);
-  if (!status) plan->lowered = true;
+  if (!status) plan_mark_lowered(plan, &trial);
+  free(trial.kept);
   return status;
 }
 

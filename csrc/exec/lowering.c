@@ -27,8 +27,10 @@ struct tpu_lowering {
   param_source* params;
   int param_count;
   int param_cap;
-  hlo_value* outputs; /* per output, set by the lowering */
+  hlo_value* outputs; /* per output, set by the lowering (or OUTPUT_KEPT) */
 };
+
+#define OUTPUT_KEPT (-2) /* tpu_lower_keep_output: not written */
 
 const tpu_tensor* ref_tensor(const tpu_op_call* call, tensor_ref ref) {
   if (ref.arg < 0) return &call->outputs[ref.item];
@@ -275,6 +277,10 @@ void tpu_lower_set_output(tpu_lowering* l, int index, hlo_value value) {
   if (index >= 0 && index < l->plan->output_count) l->outputs[index] = value;
 }
 
+void tpu_lower_keep_output(tpu_lowering* l, int index) {
+  if (index >= 0 && index < l->plan->output_count) l->outputs[index] = OUTPUT_KEPT;
+}
+
 hlo_value tpu_lower_fail(tpu_lowering* l, tpu_status_code code, const char* fmt, ...) {
   char message[1024];
   va_list args;
@@ -327,6 +333,7 @@ static tpu_status write_outputs(tpu_lowering* l, op_variant* variant, hlo_value*
   const tpu_op_call* call = l->call;
   hlo_value* latest = results;
   for (int k = 0; k < call->output_count; k++) {
+    if (l->outputs[k] == OUTPUT_KEPT) continue;
     if (l->outputs[k] == HLO_INVALID)
       return TPU_ERROR(TPU_INTERNAL, "aten::%s: the lowering set no value for output %d", l->name, k);
     const tpu_tensor* out = &call->outputs[k];
@@ -381,6 +388,12 @@ static tpu_status lower_and_write(tpu_lowering* l, op_variant* variant, hlo_valu
   tpu_status status = l->plan->entry->lower(l);
   /* A builder error is reported by the caller, naming the op that failed. */
   if (!status && !hlo_failed(l->b)) status = write_outputs(l, variant, results);
+  for (int k = 0; !status && k < call->output_count; k++) {
+    if (l->outputs[k] != OUTPUT_KEPT) continue;
+    if (!variant->kept && !(variant->kept = calloc(outs, sizeof *variant->kept)))
+      return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory lowering aten::%s", l->name);
+    variant->kept[k] = true;
+  }
   return status;
 }
 
@@ -489,6 +502,7 @@ tpu_status lower_into_graph(const tpu_op_plan* plan, const tpu_op_call* call, gr
   lowering_end(&l);
   free(scratch.result_outputs);
   free(scratch.result_dtypes);
+  free(scratch.kept);
   free(results);
   return status;
 }

@@ -332,6 +332,16 @@ void tpu_op_plan_output(const tpu_op_plan* plan, int index, tpu_dtype* out_dtype
 
 void* tpu_op_plan_host_data(const tpu_op_plan* plan) { return plan->host_data; }
 
+void plan_mark_lowered(tpu_op_plan* plan, op_variant* variant) {
+  plan->lowered = true;
+  if (!plan->kept) {
+    plan->kept = variant->kept;
+  } else {
+    free(variant->kept);
+  }
+  variant->kept = NULL;
+}
+
 static tpu_status make_variant(tpu_op_plan* plan, const tpu_op_call* call, uint64_t hash,
                                op_variant** out_variant) {
   op_variant* v = calloc(1, sizeof *v);
@@ -354,12 +364,13 @@ static tpu_status make_variant(tpu_op_plan* plan, const tpu_op_call* call, uint6
     free(v->donated);
     free(v->result_outputs);
     free(v->result_dtypes);
+    free(v->kept);
     free(v->key);
     free(v);
     return status;
   }
   if (!compiled) tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
-  plan->lowered = true;
+  plan_mark_lowered(plan, v);
   v->next = plan->variants;
   plan->variants = v;
   *out_variant = v;

@@ -39,6 +39,8 @@ typedef struct op_variant {
   int* result_outputs;      /* output whose storage takes result i */
   tpu_dtype* result_dtypes; /* that storage's dtype */
   int result_count;
+  bool* kept;               /* per output: left as it was (tpu_lower_keep_output); NULL if none;
+                               plan_mark_lowered hands it to the plan */
   struct op_variant* next;
 } op_variant;
 
@@ -58,8 +60,13 @@ struct tpu_op_plan {
   void* host_data;
   op_variant* variants;
   bool lowered; /* some call of this signature lowered without error */
+  bool* kept;   /* per output: the lowering leaves it as it was; NULL if none (set with lowered) */
   struct tpu_op_plan* next; /* hash chain */
 };
+
+/* Notes that `variant` lowered: the plan is lowered and takes the outputs
+ * the lowering kept (the same for every variant of a plan). */
+void plan_mark_lowered(tpu_op_plan* plan, op_variant* variant);
 
 /* The tensor a ref names in `call`; NULL if the ref is absent (None). */
 const tpu_tensor* ref_tensor(const tpu_op_call* call, tensor_ref ref);

@@ -36,6 +36,11 @@ char* hlo_type_print(const hlo_type* type, char* buf, size_t size) {
   return buf;
 }
 
+char* hlo_shape_print(const hlo_type* type, char* buf, size_t size) {
+  attr_i64_list(buf, size, type->dims, type->rank);
+  return buf;
+}
+
 /* ---- text buffers ---- */
 
 void text_append(hlo_builder* b, hlo_text* t, const char* fmt, ...) {

@@ -34,6 +34,8 @@ int64_t hlo_type_numel(const hlo_type* type);
 bool hlo_type_equal(const hlo_type* a, const hlo_type* b);
 /* "tensor<2x3xf32>" into buf; returns buf. */
 char* hlo_type_print(const hlo_type* type, char* buf, size_t size);
+/* "[2, 3]", the shape as PyTorch prints it (for error messages); returns buf. */
+char* hlo_shape_print(const hlo_type* type, char* buf, size_t size);
 
 tpu_status hlo_builder_create(hlo_builder** out_builder);
 void hlo_builder_free(hlo_builder* builder); /* accepts NULL */

@@ -64,6 +64,11 @@ hlo_type tpu_lower_output_type(const tpu_lowering* l, int index);
  * broadcasts a lower-rank value to the output's shape). */
 void tpu_lower_set_output(tpu_lowering* l, int index, hlo_value value);
 
+/* Leaves output `index` as it is: nothing is written to it (an in-place
+ * op's argument that this call does not change, as a fused optimizer's
+ * gradients without a grad_scale). A later set_output overrides it. */
+void tpu_lower_keep_output(tpu_lowering* l, int index);
+
 /* Records a user-facing error (first wins) and returns HLO_INVALID. */
 hlo_value tpu_lower_fail(tpu_lowering* l, tpu_status_code code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));

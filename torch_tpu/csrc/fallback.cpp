@@ -46,6 +46,16 @@ bool return_absent(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue>
   return false;
 }
 
+// The fused optimizer steps (torch.optim's fused=True) take their
+// hyperparameters as `float`, which would be compiled in; a learning-rate
+// or momentum schedule changes them every step, so they go as runtime
+// numbers instead.
+bool floats_at_runtime(const char* op) {
+  for (const char* step : {"aten::_fused_adam_", "aten::_fused_adamw_", "aten::_fused_sgd_", "aten::_fused_adagrad_"})
+    if (std::strcmp(op, step) == 0) return true;
+  return false;
+}
+
 c10::TypeKind kind_of(const c10::Argument& a) {
   c10::TypePtr type = a.real_type();
   if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
@@ -66,6 +76,7 @@ struct CallArgs {
   int device = -1;
   const char* op = "";
   size_t arg_count = 0;
+  bool runtime_floats = false;  // floats_at_runtime(op)
 
   template <typename T>
   T& add(std::vector<T>& list) {
@@ -150,6 +161,9 @@ struct CallArgs {
     }
     switch (kind) {
       case c10::TypeKind::NumberType: return scalar(v.toScalar());
+      case c10::TypeKind::FloatType:
+        if (runtime_floats) return scalar(v.toScalar());
+        break;
       case c10::TypeKind::ScalarTypeType:
         a.kind = TPU_ARG_DTYPE;
         a.u.dtype = to_tpu_dtype(static_cast<at::ScalarType>(v.toInt()), op);
@@ -300,13 +314,17 @@ at::Tensor grouped_mm_output(c10::ArrayRef<c10::IValue> inputs) {
 
 // Ops PyTorch gives no meta kernel: _logcumsumexp's output is like self;
 // _cummax_helper and _cummin_helper fill the values and indices (already
-// among `outputs`) that cummax sized like self.
-bool outputs_without_meta(const c10::FunctionSchema& schema, const torch::jit::Stack& meta,
+// among `outputs`) that cummax sized like self; other ops that return
+// nothing (most fused optimizer steps) write only their arguments, which
+// are `outputs` already, and their lowerings check the arguments.
+bool outputs_without_meta(const c10::OperatorHandle& op, const torch::jit::Stack& meta,
                           std::vector<at::Tensor>& outputs) {
+  const auto& schema = op.schema();
   if (schema.name() == "aten::_logcumsumexp") {
     outputs.push_back(at::empty_like(meta[0].toTensor()));
     return true;
   }
+  if (schema.returns().empty() && !op.hasKernelForDispatchKey(c10::DispatchKey::Meta)) return true;
   return schema.name() == "aten::_cummax_helper" || schema.name() == "aten::_cummin_helper";
 }
 
@@ -338,7 +356,7 @@ std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayR
     if (writes_argument(schema, inputs, i))
       for_each_tensor(meta.back(), [&](const at::Tensor& t) { outputs.push_back(t); });
   }
-  if (outputs_without_meta(schema, meta, outputs)) return outputs;
+  if (outputs_without_meta(op, meta, outputs)) return outputs;
   op.callBoxed(&meta);  // out= stand-ins are resized in place
   for (size_t j = 0; j < schema.returns().size(); j++) {
     if (schema.returns()[j].alias_info() || return_absent(schema, inputs, j)) continue;
@@ -449,6 +467,7 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   CallArgs call_args;
   call_args.op = name.c_str();
   call_args.arg_count = n;
+  call_args.runtime_floats = floats_at_runtime(call_args.op);
   // Tensors the op writes in place (self, out=, lists, running stats), in order.
   c10::SmallVector<at::Tensor, 2> targets;
   for (size_t i = 0; i < n; i++) {
