@@ -15,17 +15,23 @@ configurations), measured in one run from the same weights and batches:
   jax-plugin     the same JAX step on the PJRT plugin that torch_tpu runs
                  on (the same XLA as the tpu sides); --jax
 
-Each JAX side first trains beside the CPU model and must match it. Prints
+With --fused-optimizer every PyTorch side builds its optimizer with
+fused=True (on tpu one program updates all parameters; PyTorch's optimizer
+puts a graph break around a fused step, so tpu-compiled and cpu-inductor
+then run it eagerly). Each JAX side first trains beside the CPU model and
+must match it. Prints
 milliseconds per step and each column's ratio to tpu-strict and to cpu, and
 with --jax tpu-compiled's time over each JAX side's. Every step ends with
 the loss read on the host, so device work is inside the time. Sides alternate
 round by round and the best round counts, so all see the same machine load.
 
     python benchmarks/train_step.py --steps 5 --repeats 3 [--inductor] [--jax] [--config small]
+                                    [--fused-optimizer]
 """
 import argparse
 import copy
 import dataclasses
+import inspect
 import pathlib
 import sys
 import time
@@ -65,16 +71,26 @@ class CompiledOptimizer:
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
 
+def fused_form(optimizer):
+    """The same optimizer, groups and settings with fused=True."""
+    accepted = inspect.signature(type(optimizer)).parameters
+    settings = {k: v for k, v in optimizer.defaults.items() if k in accepted}
+    groups = [{**g, "fused": True, "foreach": None} for g in optimizer.param_groups]
+    return type(optimizer)(groups, **{**settings, "fused": True, "foreach": None})
+
+
 class Side:
     """One way of running the training step."""
 
-    def __init__(self, name, example, cfg, cpu_model):
+    def __init__(self, name, example, cfg, cpu_model, fused_optimizer=False):
         self.name = name
         self.example = example
         self.dev = torch.device("cpu" if name.startswith("cpu") else "tpu")
         self.mode = {"tpu-fused": "fused"}.get(name, "strict")
         self.model = copy.deepcopy(cpu_model).to(self.dev)
         self.optimizer = example.make_optimizer(self.model, cfg)
+        if fused_optimizer:
+            self.optimizer = fused_form(self.optimizer)
         self.loss_fn = example.loss_fn
         if name.endswith(("compiled", "inductor")):
             # The forward and its loss as one graph, as the JAX side jits
@@ -171,12 +187,13 @@ def check_jax_matches_cpu(example, cfg, cpu_model, batches, side):
                              f"(relative tolerance {CHECK_UPDATE_RTOL})")
 
 
-def measure(example, cfg, sides, steps, repeats, warmup, show_placement):
+def measure(example, cfg, sides, steps, repeats, warmup, show_placement, fused_optimizer):
     cpu_model = example.build(cfg)
     for side in sides:
         if side in JAX_SIDES:
             check_jax_matches_cpu(example, cfg, cpu_model, example.make_batches(cfg, CHECK_STEPS), side)
-    runners = [(JaxSide if name in JAX_SIDES else Side)(name, example, cfg, cpu_model) for name in sides]
+    runners = [JaxSide(name, example, cfg, cpu_model) if name in JAX_SIDES
+               else Side(name, example, cfg, cpu_model, fused_optimizer) for name in sides]
     if show_placement:
         print("JAX parameters: " + "; ".join(r.placement() for r in runners if isinstance(r, JaxSide)))
     batches = example.make_batches(cfg, warmup + steps * repeats)
@@ -215,6 +232,8 @@ def main():
     p.add_argument("--jax", action="store_true",
                    help="also time the same models in JAX (pip install -r benchmarks/requirements-jax.txt)")
     p.add_argument("--config", choices=list(CONFIGS), default="default")
+    p.add_argument("--fused-optimizer", action="store_true",
+                   help="build every PyTorch side's optimizer with fused=True")
     args = p.parse_args()
     common.device("tpu")
     sides = ["cpu"] + (["cpu-inductor"] if args.inductor else []) + ["tpu-strict", "tpu-fused",
@@ -227,7 +246,8 @@ def main():
         example, cfg = EXAMPLES[name], CONFIGS[args.config][name]
         torch._dynamo.reset()
         best, warmup_s = measure(example, cfg, sides, args.steps, args.repeats, args.warmup,
-                                 show_placement=args.jax and name == args.models[0])
+                                 show_placement=args.jax and name == args.models[0],
+                                 fused_optimizer=args.fused_optimizer)
         for side in sides:
             print(f"{name:8} {side:13} {best[side]:9.1f} {best['tpu-strict'] / best[side]:9.2f}x "
                   f"{best['cpu'] / best[side]:7.2f}x {warmup_s[side]:10.1f}", flush=True)
