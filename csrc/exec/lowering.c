@@ -309,6 +309,10 @@ hlo_type tpu_lower_broadcast_type(const tpu_lowering* l, const int* indices, int
   return out;
 }
 
+hlo_value tpu_lower_single(tpu_lowering* l, int index, tpu_dtype dtype) {
+  return hlo_reshape(l->b, tpu_lower_value(l, index, dtype), 0, NULL);
+}
+
 hlo_value tpu_lower_value_as(tpu_lowering* l, int index, const hlo_type* type) {
   hlo_value v = tpu_lower_value(l, index, type->dtype);
   return hlo_broadcast_to(l->b, v, type->rank, type->dims);

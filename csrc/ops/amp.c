@@ -2,25 +2,18 @@
  * unscaling the gradients while looking for infs and NaNs, and updating the
  * scale from what was found. Both stay on the device, so a fused optimizer
  * (which takes found_inf itself) steps without a host sync. */
-#include <math.h>
 #include <stdlib.h>
 
 #include "ops/families.h"
 
+/* Whether no element of x is inf or NaN, 0-d. */
 static hlo_value all_finite(hlo_builder* b, hlo_value x) {
-  const hlo_type* t = hlo_type_of(b, x);
-  int rank = t->rank;
-  hlo_value inf = hlo_constant_like(b, x, INFINITY);
-  hlo_value finite = hlo_compare(b, "LT", hlo_unary(b, "abs", x), inf); /* NaN: false */
+  int rank = hlo_type_of(b, x)->rank;
+  hlo_value finite = hlo_unary(b, "is_finite", x);
   if (rank == 0) return finite;
   int64_t dims[TPU_MAX_RANK];
   for (int d = 0; d < rank; d++) dims[d] = d;
   return hlo_reduce(b, finite, hlo_constant(b, TPU_BOOL, 1), "and", dims, rank);
-}
-
-/* The first element of a one-element tensor argument, as a 0-d value. */
-static hlo_value single(tpu_lowering* l, int index, tpu_dtype dtype) {
-  return hlo_reshape(tpu_lower_builder(l), tpu_lower_value(l, index, dtype), 0, NULL);
 }
 
 /* _amp_foreach_non_finite_check_and_unscale_(self[], found_inf, inv_scale):
@@ -48,7 +41,7 @@ static tpu_status lower_unscale(tpu_lowering* l) {
     hlo_value grad = hlo_convert(b, grads[k], dtype);
     finite = hlo_binary(b, "and", finite, all_finite(b, grad));
     const hlo_type* t = hlo_type_of(b, grad);
-    hlo_value inv_scale = hlo_broadcast_to(b, single(l, 2, dtype), t->rank, t->dims);
+    hlo_value inv_scale = hlo_broadcast_to(b, tpu_lower_single(l, 2, dtype), t->rank, t->dims);
     tpu_lower_set_output(l, k, hlo_binary(b, "multiply", grad, inv_scale));
   }
   free(grads);
@@ -67,9 +60,9 @@ static tpu_status lower_unscale(tpu_lowering* l) {
 static tpu_status lower_update_scale(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type scale_type = tpu_lower_output_type(l, 0), tracker_type = tpu_lower_output_type(l, 1);
-  hlo_value scale = single(l, 0, TPU_F32);
-  hlo_value tracker = single(l, 1, TPU_I32);
-  hlo_value found = hlo_compare(b, "NE", single(l, 2, TPU_F32), hlo_constant(b, TPU_F32, 0));
+  hlo_value scale = tpu_lower_single(l, 0, TPU_F32);
+  hlo_value tracker = tpu_lower_single(l, 1, TPU_I32);
+  hlo_value found = hlo_compare(b, "NE", tpu_lower_single(l, 2, TPU_F32), hlo_constant(b, TPU_F32, 0));
   hlo_value counted = hlo_binary(b, "add", tracker, hlo_constant(b, TPU_I32, 1));
   hlo_value interval = hlo_constant_i64(b, TPU_I32, tpu_lower_int(l, 5, 2000));
   hlo_value grow = hlo_compare(b, "EQ", counted, interval);

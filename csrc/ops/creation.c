@@ -61,8 +61,8 @@ static hlo_value spaced_values(tpu_lowering* l) {
   tpu_dtype t = spacing_type(out.dtype);
   int64_t steps = out.dims[0];
   /* The ends are first rounded to the output's dtype, as in PyTorch. */
-  hlo_value start = hlo_convert(b, hlo_reshape(b, tpu_lower_value(l, 0, out.dtype), 0, NULL), t);
-  hlo_value end = hlo_convert(b, hlo_reshape(b, tpu_lower_value(l, 1, out.dtype), 0, NULL), t);
+  hlo_value start = hlo_convert(b, tpu_lower_single(l, 0, out.dtype), t);
+  hlo_value end = hlo_convert(b, tpu_lower_single(l, 1, out.dtype), t);
   if (steps == 1) return hlo_broadcast_to(b, start, 1, &steps);
   hlo_value step = hlo_binary(b, "divide", hlo_binary(b, "subtract", end, start),
                               hlo_constant(b, t, (double)(steps - 1)));

@@ -119,7 +119,7 @@ static tpu_status lower_index_update(tpu_lowering* l) {
   }
   hlo_value updates;
   if (strcmp(op, "index_fill") == 0) {
-    hlo_value value = hlo_reshape(b, tpu_lower_value(l, 3, xt.dtype), 0, NULL);
+    hlo_value value = tpu_lower_single(l, 3, xt.dtype);
     updates = hlo_broadcast_in_dim(b, value, ut.rank, ut.dims, NULL);
   } else {
     updates = hlo_reshape(b, hlo_convert(b, tpu_lower_tensor(l, 3), xt.dtype), ut.rank, ut.dims);

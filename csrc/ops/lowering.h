@@ -81,6 +81,9 @@ tpu_dtype tpu_promote_types(tpu_dtype a, tpu_dtype b);
 /* Common shape of the given arguments under broadcasting. */
 hlo_type tpu_lower_broadcast_type(const tpu_lowering* l, const int* indices, int count,
                                   tpu_dtype dtype);
+/* A number or a one-element tensor argument (a GradScaler's scale, a tensor
+ * lr) as a 0-d value converted to `dtype`. */
+hlo_value tpu_lower_single(tpu_lowering* l, int index, tpu_dtype dtype);
 /* tpu_lower_value broadcast to `type`'s shape (and converted to its dtype). */
 hlo_value tpu_lower_value_as(tpu_lowering* l, int index, const hlo_type* type);
 

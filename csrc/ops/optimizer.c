@@ -53,7 +53,7 @@ static hlo_value spread(step_call* c, hlo_value scalar, const step_item* it) {
 
 /* Hyperparameter `arg` (a runtime number, or a tensor lr), 0-d. */
 static hlo_value scalar(step_call* c, int arg, const step_item* it) {
-  return hlo_reshape(c->b, tpu_lower_value(c->l, arg, it->t.dtype), 0, NULL);
+  return tpu_lower_single(c->l, arg, it->t.dtype);
 }
 
 static hlo_value hyper(step_call* c, int arg, const step_item* it) { return spread(c, scalar(c, arg, it), it); }
@@ -272,12 +272,9 @@ static tpu_status lower_fused_step(tpu_lowering* l) {
   }
   for (int k = 0; k < tpu_lower_output_count(l); k++) tpu_lower_keep_output(l, k);
   /* grad_scale and found_inf hold one float32 each (0-d or [1]). */
-  if (!tpu_lower_is_none(l, s->grad_scale_arg))
-    c.grad_scale = hlo_reshape(c.b, tpu_lower_value(l, s->grad_scale_arg, TPU_F32), 0, NULL);
-  if (!tpu_lower_is_none(l, s->grad_scale_arg + 1)) {
-    hlo_value found = hlo_reshape(c.b, tpu_lower_value(l, s->grad_scale_arg + 1, TPU_F32), 0, NULL);
-    c.skip = hlo_compare(c.b, "EQ", found, hlo_constant(c.b, TPU_F32, 1));
-  }
+  if (!tpu_lower_is_none(l, s->grad_scale_arg)) c.grad_scale = tpu_lower_single(l, s->grad_scale_arg, TPU_F32);
+  if (!tpu_lower_is_none(l, s->grad_scale_arg + 1))
+    c.skip = hlo_compare(c.b, "EQ", tpu_lower_single(l, s->grad_scale_arg + 1, TPU_F32), hlo_constant(c.b, TPU_F32, 1));
   for (int k = 0; k < c.count && !hlo_failed(c.b); k++) {
     step_item it = {k, tpu_lower_tensor_list_type(l, PARAMS, k)};
     it.t.dtype = tpu_dtype_compute(it.t.dtype);

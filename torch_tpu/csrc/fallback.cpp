@@ -76,7 +76,6 @@ struct CallArgs {
   int device = -1;
   const char* op = "";
   size_t arg_count = 0;
-  bool runtime_floats = false;  // floats_at_runtime(op)
 
   template <typename T>
   T& add(std::vector<T>& list) {
@@ -162,7 +161,7 @@ struct CallArgs {
     switch (kind) {
       case c10::TypeKind::NumberType: return scalar(v.toScalar());
       case c10::TypeKind::FloatType:
-        if (runtime_floats) return scalar(v.toScalar());
+        if (floats_at_runtime(op)) return scalar(v.toScalar());
         break;
       case c10::TypeKind::ScalarTypeType:
         a.kind = TPU_ARG_DTYPE;
@@ -467,7 +466,6 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   CallArgs call_args;
   call_args.op = name.c_str();
   call_args.arg_count = n;
-  call_args.runtime_floats = floats_at_runtime(call_args.op);
   // Tensors the op writes in place (self, out=, lists, running stats), in order.
   c10::SmallVector<at::Tensor, 2> targets;
   for (size_t i = 0; i < n; i++) {
