@@ -187,6 +187,9 @@ def test_bad_lists_name_the_op_and_the_shapes():
     with pytest.raises(RuntimeError, match=r"exp_avgs\[0\] has shape \[3, 5\].*self\[0\] has shape \[5, 3\]"):
         torch._fused_adamw_(params, grads, [exp_avgs[0].t().contiguous()] + exp_avgs[1:], exp_avg_sqs, [],
                             steps, amsgrad=False, maximize=False, **ADAM_HYPER)
+    with pytest.raises(RuntimeError, match=r"_fused_adamw_: amsgrad=True needs max_exp_avg_sqs"):
+        torch._fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=True, maximize=False,
+                            **ADAM_HYPER)
     # The device still works, and the good call updates.
     before = params[0].cpu()
     torch._fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, maximize=False,

@@ -123,6 +123,11 @@ static void adam_item(step_call* c, const step_item* it, bool decoupled) {
   hlo_value correction2_sqrt = spread(c, hlo_unary(c->b, "sqrt", bias_correction(c, ADAM_BETA2, step, it)), it);
   hlo_value second = exp_avg_sq;
   if (tpu_lower_bool(c->l, ADAM_AMSGRAD, false)) {
+    if (!c->lists[ADAM_MAX_EXP_AVG_SQ]) {
+      tpu_lower_fail(c->l, TPU_INVALID_ARGUMENT, "aten::%s_: amsgrad=True needs max_exp_avg_sqs, one per "
+                     "parameter; the list is empty", tpu_lower_op_name(c->l));
+      return;
+    }
     second = hlo_min_max(c->b, "maximum", item(c, ADAM_MAX_EXP_AVG_SQ, it), exp_avg_sq, true);
     write(c, ADAM_MAX_EXP_AVG_SQ, it, second);
   }
