@@ -1,5 +1,6 @@
 """The tpu device itself: autoload, torch.tpu, copies, memory, metrics,
 errors and the CPU fallback switch."""
+import json
 import os
 import subprocess
 import sys
@@ -179,6 +180,43 @@ def test_cpu_fallback_environment_variable():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1"
+
+
+# The niced-thread count, then each thread's nice value over the main
+# thread's, from /proc (field 19 of stat, the 17th after the name).
+THREAD_NICES = ("import json, os, torch; "
+                "n = lambda t: int(open(f'/proc/self/task/{t}/stat').read().rsplit(')', 1)[1].split()[16]); "
+                "main = n(os.getpid()); "
+                "print(json.dumps([torch.tpu.get_device_properties()['worker_threads_niced'], "
+                "[n(t) - main for t in os.listdir('/proc/self/task')]]))")
+
+
+def thread_nices(worker_nice):
+    """(niced count, each thread's nice over the main thread's) in a fresh
+    process, or its failed CompletedProcess."""
+    env = dict(os.environ)
+    env.pop("TORCH_TPU_CPU_WORKER_NICE", None)
+    if worker_nice is not None:
+        env["TORCH_TPU_CPU_WORKER_NICE"] = worker_nice
+    out = subprocess.run([sys.executable, "-c", THREAD_NICES], capture_output=True, text=True, env=env,
+                         timeout=120)
+    return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or torch.tpu.get_device_properties()["platform"] != "cpu",
+                    reason="per-thread nice values: the CPU plugin on Linux")
+def test_cpu_plugin_threads_yield_to_the_issuing_thread():
+    count, nices = thread_nices(None)  # the default, 10
+    assert count > 0 and nices.count(10) == count
+    assert set(nices) == {0, 10}  # the plugin's threads and nothing else
+    count, nices = thread_nices("3")
+    assert count > 0 and nices.count(3) == count and set(nices) == {0, 3}
+    count, nices = thread_nices("0")
+    assert count == 0 and set(nices) == {0}
+    for bad in ("high", "-1", "20"):
+        out = thread_nices(bad)
+        assert out.returncode != 0
+        assert f"TORCH_TPU_CPU_WORKER_NICE={bad!r}: expected an integer from 0" in out.stderr
 
 
 def test_invalid_device_index():

@@ -25,6 +25,10 @@ typedef struct tpu_pjrt tpu_pjrt;
 typedef struct tpu_pjrt_options {
   const char* plugin_path; /* a PJRT plugin .so; required */
   int cpu_device_count;    /* CPU plugin's create option; 0 = plugin default */
+  /* On the CPU platform, added to the nice value of the threads the plugin
+   * starts while it opens, so they yield the host's cores to the threads
+   * issuing work (see pjrt_threads.c); 0 leaves them alone. */
+  int worker_nice;
 } tpu_pjrt_options;
 
 /* Loads the plugin (never dlclosed), checks its API version, initializes it,
@@ -46,6 +50,8 @@ const char* tpu_pjrt_xla_version(const tpu_pjrt* pjrt);      /* "" when not repo
 int tpu_pjrt_api_major(const tpu_pjrt* pjrt);
 int tpu_pjrt_api_minor(const tpu_pjrt* pjrt);
 int tpu_pjrt_device_count(const tpu_pjrt* pjrt);
+/* How many of the plugin's threads were given worker_nice. */
+int tpu_pjrt_lowered_threads(const tpu_pjrt* pjrt);
 const char* tpu_pjrt_device_kind(const tpu_pjrt* pjrt, int device); /* "" if out of range */
 
 /* Copies a dense row-major host array to a new buffer on `device`. Returns

@@ -330,14 +330,22 @@ tpu_status tpu_pjrt_open(const tpu_pjrt_options* options, tpu_pjrt** out_pjrt) {
     return TPU_ERROR(TPU_INVALID_ARGUMENT, "tpu_pjrt_open: cpu_device_count is %d, must be >= 0",
                      options->cpu_device_count);
 
-  const PJRT_Api* api;
-  TPU_RETURN_IF_ERROR(load_api(options->plugin_path, &api));
-  TPU_RETURN_IF_ERROR(initialize_once(api));
+  if (options->worker_nice < 0)
+    return TPU_ERROR(TPU_INVALID_ARGUMENT, "tpu_pjrt_open: worker_nice is %d, must be >= 0",
+                     options->worker_nice);
 
-  tpu_pjrt* pjrt = calloc(1, sizeof *pjrt);
-  if (!pjrt) return TPU_ERROR(TPU_OUT_OF_MEMORY, "allocating tpu_pjrt");
+  tpu_thread_ids before;
+  tpu_thread_ids_snapshot(&before);
+  const PJRT_Api* api;
+  tpu_status status = load_api(options->plugin_path, &api);
+  if (!status) status = initialize_once(api);
+  tpu_pjrt* pjrt = status ? NULL : calloc(1, sizeof *pjrt);
+  if (!status && !pjrt) status = TPU_ERROR(TPU_OUT_OF_MEMORY, "allocating tpu_pjrt");
+  if (status) {
+    tpu_thread_ids_free(&before);
+    return status;
+  }
   pjrt->api = api;
-  tpu_status status = NULL;
   pjrt->plugin_path = copy_string(options->plugin_path, strlen(options->plugin_path));
   if (!pjrt->plugin_path) {
     status = TPU_ERROR(TPU_OUT_OF_MEMORY, "copying the plugin path");
@@ -347,10 +355,14 @@ tpu_status tpu_pjrt_open(const tpu_pjrt_options* options, tpu_pjrt** out_pjrt) {
   if ((status = create_client(pjrt, options))) goto fail;
   if ((status = read_platform(pjrt))) goto fail;
   if ((status = read_devices(pjrt))) goto fail;
+  if (options->worker_nice > 0 && strcmp(pjrt->platform_name, "cpu") == 0)
+    pjrt->lowered_threads = tpu_threads_lower_priority_since(&before, options->worker_nice);
+  tpu_thread_ids_free(&before);
   *out_pjrt = pjrt;
   return NULL;
 
 fail:
+  tpu_thread_ids_free(&before);
   tpu_pjrt_close(pjrt);
   return tpu_status_annotate(status, "opening PJRT plugin %s: ", options->plugin_path);
 }
@@ -392,6 +404,7 @@ int tpu_pjrt_api_minor(const tpu_pjrt* pjrt) {
   return pjrt ? pjrt->api->pjrt_api_version.minor_version : 0;
 }
 int tpu_pjrt_device_count(const tpu_pjrt* pjrt) { return pjrt ? pjrt->device_count : 0; }
+int tpu_pjrt_lowered_threads(const tpu_pjrt* pjrt) { return pjrt ? pjrt->lowered_threads : 0; }
 const char* tpu_pjrt_device_kind(const tpu_pjrt* pjrt, int device) {
   if (!pjrt || device < 0 || device >= pjrt->device_count) return "";
   return pjrt->device_kinds[device];

@@ -19,6 +19,7 @@ struct tpu_pjrt {
   int device_count;          /* addressable devices */
   PJRT_Device* const* devices; /* client-owned list, [device_count] */
   char** device_kinds;       /* owned, [device_count] */
+  int lowered_threads;       /* plugin threads given a higher nice value (pjrt_threads.c) */
 };
 
 /* True when the plugin's table is long enough to hold `slot` and fills it.
@@ -39,6 +40,18 @@ void tpu_pjrt_event_drop(const PJRT_Api* api, PJRT_Event* event);
 
 /* Awaits and destroys `event` (NULL is OK); returns the event's error. */
 tpu_status tpu_pjrt_event_finish(const PJRT_Api* api, PJRT_Event* event, const char* what);
+
+/* The ids of this process's threads (empty where they cannot be listed). */
+typedef struct tpu_thread_ids {
+  int* ids;
+  int count;
+} tpu_thread_ids;
+
+void tpu_thread_ids_snapshot(tpu_thread_ids* out);
+void tpu_thread_ids_free(tpu_thread_ids* ids);
+/* Raises by `delta` (capped at 19) the nice value of every thread that is
+ * not in `before`; returns how many it changed. Best effort. */
+int tpu_threads_lower_priority_since(const tpu_thread_ids* before, int delta);
 
 /* A TPU_UNIMPLEMENTED status for a slot this plugin's table lacks. */
 tpu_status tpu_pjrt_missing(const tpu_pjrt* pjrt, const char* slot);

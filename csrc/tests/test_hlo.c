@@ -189,7 +189,7 @@ static void test_sticky_error(void) {
 
 int main(void) {
   const char* plugin = check_plugin_path();
-  tpu_pjrt_options options = {plugin, 1};
+  tpu_pjrt_options options = {.plugin_path = plugin, .cpu_device_count = 1};
   if (plugin) CHECK_OK(tpu_pjrt_open(&options, &pjrt));
   if (pjrt) {
     test_add_text_and_run();

@@ -8,6 +8,11 @@
 #include "pjrt/pjrt.h"
 #include "tests/check.h"
 
+#ifdef __linux__
+#include <dirent.h>
+#include <sys/resource.h>
+#endif
+
 static const char add_f32x4[] =
     "module {\n"
     "  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
@@ -462,6 +467,33 @@ static void test_compile_errors(tpu_pjrt* pjrt) {
   tpu_pjrt_executable_destroy(pjrt, exe);
 }
 
+/* On the CPU platform the threads the client started run `delta` nicer than
+ * this one; nothing else in this process is. */
+static void test_worker_nice(tpu_pjrt* pjrt, int delta) {
+  if (strcmp(tpu_pjrt_platform_name(pjrt), "cpu") != 0) return;
+  int lowered = tpu_pjrt_lowered_threads(pjrt);
+  printf("worker_nice %d: %d plugin threads lowered\n", delta, lowered);
+  CHECK(lowered > 0);
+#ifdef __linux__
+  int base = getpriority(PRIO_PROCESS, 0);
+  int niced = 0, other = 0;
+  DIR* dir = opendir("/proc/self/task");
+  CHECK(dir != NULL);
+  for (struct dirent* entry; dir && (entry = readdir(dir));) {
+    int id = atoi(entry->d_name);
+    if (id <= 0) continue;
+    int nice = getpriority(PRIO_PROCESS, (id_t)id);
+    if (nice == base + delta)
+      niced++;
+    else if (nice != base)
+      other++;
+  }
+  if (dir) closedir(dir);
+  CHECK(niced == lowered);
+  CHECK(other == 0);
+#endif
+}
+
 int main(void) {
   test_bad_path();
   const char* path = check_plugin_path();
@@ -484,10 +516,16 @@ int main(void) {
   tpu_pjrt_close(pjrt);
   tpu_pjrt_close(NULL);
 
-  /* A second client from the same (already initialized) plugin. */
-  tpu_pjrt_options one = {.plugin_path = path};
+  /* A second client from the same (already initialized) plugin, its
+   * threads given a nice value. */
+  tpu_pjrt_options negative = {.plugin_path = path, .worker_nice = -1};
+  tpu_status status = tpu_pjrt_open(&negative, &pjrt);
+  CHECK(tpu_status_code_of(status) == TPU_INVALID_ARGUMENT && has_text(status, "worker_nice is -1"));
+  tpu_status_free(status);
+  tpu_pjrt_options one = {.plugin_path = path, .worker_nice = 4};
   CHECK_OK(tpu_pjrt_open(&one, &pjrt));
   if (pjrt) {
+    test_worker_nice(pjrt, 4);
     CHECK(tpu_pjrt_device_count(pjrt) >= 1);
     struct PJRT_LoadedExecutable* exe = NULL;
     CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x4, strlen(add_f32x4), &exe));

@@ -18,8 +18,10 @@ extern "C" {
 
 /* ---- runtime ---- */
 
-/* Opens the plugin once; later calls with any path return OK. */
-tpu_status tpu_runtime_init(const char* plugin_path, int cpu_device_count);
+/* Opens the plugin once; later calls with any path return OK. On the CPU
+ * platform the plugin's own threads get `worker_nice` added to their nice
+ * value (0: left alone), so they yield cores to the threads issuing ops. */
+tpu_status tpu_runtime_init(const char* plugin_path, int cpu_device_count, int worker_nice);
 bool tpu_runtime_ready(void);
 int tpu_device_count(void);
 /* Plugin facts for get_device_name and the metrics report ("" before init). */
@@ -28,6 +30,8 @@ const char* tpu_runtime_platform(void);
 const char* tpu_runtime_platform_version(void);
 const char* tpu_runtime_xla_version(void);
 const char* tpu_runtime_device_kind(int device);
+/* How many of the plugin's threads were given the worker nice value. */
+int tpu_runtime_lowered_threads(void);
 void tpu_runtime_api_version(int* out_major, int* out_minor);
 
 /* ---- storage ---- */

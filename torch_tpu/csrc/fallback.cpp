@@ -121,6 +121,7 @@ struct CallArgs {
 
   tpu_arg tensor_list(const std::vector<std::optional<at::Tensor>>& items) {
     auto& list = add(tensor_lists);
+    list.reserve(items.size());
     for (const auto& t : items) list.push_back(t && t->defined() ? device_tensor(*t, true) : tpu_tensor{});
     tpu_arg a{};
     a.kind = TPU_ARG_TENSOR_LIST;

@@ -10,8 +10,8 @@
 namespace torch_tpu {
 namespace {
 
-void init(const std::string& plugin_path, int cpu_device_count) {
-  check(tpu_runtime_init(plugin_path.c_str(), cpu_device_count));
+void init(const std::string& plugin_path, int cpu_device_count, int worker_nice) {
+  check(tpu_runtime_init(plugin_path.c_str(), cpu_device_count, worker_nice));
 }
 
 py::dict runtime_info() {
@@ -24,6 +24,7 @@ py::dict runtime_info() {
   info["xla_version"] = tpu_runtime_xla_version();
   info["pjrt_api_version"] = std::to_string(major) + "." + std::to_string(minor);
   info["device_count"] = tpu_device_count();
+  info["worker_threads_niced"] = tpu_runtime_lowered_threads();
   return info;
 }
 
