@@ -3,8 +3,9 @@ two fresh processes that share one new, empty TORCH_TPU_CACHE_DIR. The first
 process compiles every program and writes it to the cache; the second loads
 them from disk. Prints, for each, the time from process start to the end of
 the first step, the first step alone (model to device, optimizer, forward,
-backward, optimizer step, loss read), and the compile count; then warm /
-cold of the first step.
+backward, optimizer step, loss read), the compile count, the disk hits and
+how many of them the warm-start prefetch had loaded (TORCH_TPU_CACHE_PREFETCH=0
+turns it off); then warm / cold of the first step.
 
     python benchmarks/cold_start.py [--mode strict|debug|fused] [--steps 1]
 
@@ -50,6 +51,7 @@ def child(steps):
         "first_step_s": end - step_start,
         "compiles": counters["compile"],
         "disk_hits": counters["disk_cache_hit"],
+        "prefetched": counters["disk_cache_prefetched"],
         "mode": torch_tpu.get_eager_mode(),
     }))
 
@@ -84,10 +86,10 @@ def main():
         warm = run_child(cache_dir, args)
     print(f"mingpt, {args.steps} step(s), eager mode {cold['mode']}, fresh cache directory")
     print(f"{'run':6} {'process s':>10} {'start to step s':>16} {'first step s':>13} "
-          f"{'compiles':>9} {'disk hits':>10}")
+          f"{'compiles':>9} {'disk hits':>10} {'prefetched':>11}")
     for name, r in (("cold", cold), ("warm", warm)):
         print(f"{name:6} {r['process_s']:10.2f} {r['since_start_s']:16.2f} {r['first_step_s']:13.2f} "
-              f"{r['compiles']:9d} {r['disk_hits']:10d}")
+              f"{r['compiles']:9d} {r['disk_hits']:10d} {r['prefetched']:11d}")
     ratio = warm["first_step_s"] / cold["first_step_s"]
     print(f"warm / cold first step: {ratio:.1%} (target <= 10%, warm compiles 0: "
           f"{'yes' if warm['compiles'] == 0 else 'no'})")

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 SCRIPT = r"""
-import json, sys, torch, torch_tpu
+import json, os, sys, time, torch, torch_tpu
+time.sleep(float(os.environ.get("TEST_PAUSE", "0")))  # stands in for building a model
 x = torch.arange(12.0, device="tpu").reshape(3, 4)
 y = (x @ x.t() + 1).softmax(-1).sum(0)
 print(json.dumps({"values": y.cpu().tolist(), "counters": torch_tpu.metrics.counters(),
@@ -44,6 +45,30 @@ def test_second_process_compiles_nothing(warm):
     assert hot["counters"]["disk_cache_hit"] == cold["counters"]["compile"]
     assert hot["values"] == cold["values"]
     assert hot["stats"]["entries"] == len(cache_files(cache_dir)) > 0
+
+
+def test_warm_start_prefetches_the_last_sessions_programs(tmp_path):
+    cold = run(tmp_path)
+    n = cold["counters"]["compile"]
+    assert n >= 2 and cold["counters"]["disk_cache_prefetched"] == 0
+    # By the first op (after the pause) the loader thread has them all.
+    warm = run(tmp_path, TEST_PAUSE=2)
+    assert warm["counters"]["compile"] == 0
+    assert warm["counters"]["disk_cache_prefetched"] == warm["counters"]["disk_cache_hit"] == n
+    assert warm["values"] == cold["values"]
+    off = run(tmp_path, TEST_PAUSE=2, TORCH_TPU_CACHE_PREFETCH=0)
+    assert off["counters"]["disk_cache_prefetched"] == 0 and off["counters"]["disk_cache_hit"] == n
+    # Files last used long before the newest are an earlier session's: not
+    # prefetched, loaded when asked for.
+    files = cache_files(tmp_path)
+    stale = files[: len(files) // 2]
+    long_ago = os.path.getmtime(tmp_path / files[-1]) - 1000
+    for name in stale:
+        os.utime(tmp_path / name, (long_ago, long_ago))
+    mixed = run(tmp_path, TEST_PAUSE=2)
+    assert mixed["counters"]["disk_cache_prefetched"] == n - len(stale)
+    assert mixed["counters"]["disk_cache_hit"] == n and mixed["counters"]["compile"] == 0
+    assert mixed["values"] == cold["values"]
 
 
 def damage(data, how):

@@ -4,7 +4,10 @@ process running the same model compiles nothing.
 TORCH_TPU_CACHE_DIR picks the directory (default: torch_tpu under the user's
 cache directory; an empty value turns the cache off) and
 TORCH_TPU_CACHE_MAX_BYTES its bound (default 2 GiB; least recently used files
-go first)."""
+go first). At import, a thread loads the programs of the last session (the
+files used within five minutes of the newest use) so the first step finds
+them loaded; TORCH_TPU_CACHE_PREFETCH=0 turns that off."""
+import atexit
 import os
 
 from . import _C
@@ -21,6 +24,11 @@ def _configure():
     directory = os.environ.get("TORCH_TPU_CACHE_DIR", default_dir())
     max_bytes = int(os.environ.get("TORCH_TPU_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
     _C._cache_configure(directory, max_bytes)
+    if os.environ.get("TORCH_TPU_CACHE_PREFETCH", "1") != "0":
+        # The last session's programs load while the process imports and
+        # builds its model; joined at exit, before the plugin unloads.
+        _C._cache_prefetch()
+        atexit.register(_C._cache_prefetch_stop)
 
 
 def stats():

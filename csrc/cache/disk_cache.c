@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache/prefetch.h"
 #include "cache/program_cache.h"
 #include "tpu/runtime.h"
 
@@ -24,6 +25,7 @@ static uint64_t identity_hash;
 static int64_t cache_max_bytes;
 
 tpu_status disk_cache_configure(const char* dir, int64_t max_bytes, const char* identity) {
+  prefetch_stop();
   cache_dir[0] = '\0';
   free(cache_identity);
   cache_identity = NULL;
@@ -82,8 +84,10 @@ static bool take(const char* data, size_t size, size_t* at, void* out, size_t n)
   return true;
 }
 
-/* The payload of a valid file for this identity and text, or NULL. */
-static const char* validate(const char* data, size_t size, uint64_t text_hash, size_t text_size,
+/* The payload of a valid file for this identity and text, or NULL.
+ * *text_size may be ANY_SIZE, and then is set to the file's. */
+#define ANY_SIZE SIZE_MAX
+static const char* validate(const char* data, size_t size, uint64_t text_hash, size_t* text_size,
                             size_t* out_payload_size) {
   size_t at = 0;
   char m[8];
@@ -98,10 +102,33 @@ static const char* validate(const char* data, size_t size, uint64_t text_hash, s
   if (!take(data, size, &at, &file_text_hash, 8) || !take(data, size, &at, &file_text_size, 8) ||
       !take(data, size, &at, &payload_size, 8) || !take(data, size, &at, &payload_hash, 8))
     return NULL;
-  if (file_text_hash != text_hash || file_text_size != text_size || size - at != payload_size) return NULL;
+  if (file_text_hash != text_hash || size - at != payload_size) return NULL;
+  if (*text_size != ANY_SIZE && file_text_size != *text_size) return NULL;
   if (cache_hash(data + at, payload_size, CACHE_HASH_SEED) != payload_hash) return NULL;
+  *text_size = file_text_size;
   *out_payload_size = payload_size;
   return data + at;
+}
+
+/* The executable of the file for `text_hash` (and *text_size, unless
+ * ANY_SIZE), or NULL with false when it is missing, bad or unloadable. */
+static bool load_file(tpu_pjrt* pjrt, uint64_t text_hash, size_t* text_size,
+                      struct PJRT_LoadedExecutable** out_executable) {
+  *out_executable = NULL;
+  char path[sizeof cache_dir + 64];
+  file_path(path, sizeof path, text_hash);
+  char* data;
+  size_t data_size;
+  if (!read_all(path, &data, &data_size)) return false;
+  size_t payload_size = 0;
+  const char* payload = validate(data, data_size, text_hash, text_size, &payload_size);
+  tpu_status status = payload ? tpu_pjrt_executable_deserialize(pjrt, payload, payload_size, out_executable)
+                              : NULL;
+  free(data);
+  bool ok = payload && !status;
+  tpu_status_free(status);
+  if (!ok) *out_executable = NULL;
+  return ok;
 }
 
 tpu_status disk_cache_load(tpu_pjrt* pjrt, const char* text, size_t size,
@@ -109,27 +136,29 @@ tpu_status disk_cache_load(tpu_pjrt* pjrt, const char* text, size_t size,
   *out_executable = NULL;
   if (!cache_dir[0]) return NULL;
   uint64_t text_hash = cache_hash(text, size, CACHE_HASH_SEED);
-  char path[sizeof cache_dir + 64];
-  file_path(path, sizeof path, text_hash);
-  char* data;
-  size_t data_size;
-  if (!read_all(path, &data, &data_size)) return NULL;
-  size_t payload_size = 0;
-  const char* payload = validate(data, data_size, text_hash, size, &payload_size);
-  tpu_status status = payload ? tpu_pjrt_executable_deserialize(pjrt, payload, payload_size, out_executable)
-                              : NULL;
-  free(data);
-  if (!payload || status) {
+  if (!load_file(pjrt, text_hash, &size, out_executable)) {
     /* Truncated, corrupt, foreign or unloadable: drop it; the caller
      * compiles and writes a good one. */
-    tpu_status_free(status);
-    *out_executable = NULL;
+    char path[sizeof cache_dir + 64];
+    file_path(path, sizeof path, text_hash);
     unlink(path);
     return NULL;
   }
+  disk_cache_note_hit(text_hash);
+  return NULL;
+}
+
+void disk_cache_note_hit(uint64_t text_hash) {
+  char path[sizeof cache_dir + 64];
+  file_path(path, sizeof path, text_hash);
   utimensat(AT_FDCWD, path, NULL, 0); /* most recently used */
   tpu_counter_add(TPU_COUNTER_DISK_HIT, 1);
-  return NULL;
+}
+
+bool disk_cache_load_hash(tpu_pjrt* pjrt, uint64_t text_hash, size_t* out_text_size,
+                          struct PJRT_LoadedExecutable** out_executable) {
+  *out_text_size = ANY_SIZE;
+  return cache_dir[0] && load_file(pjrt, text_hash, out_text_size, out_executable);
 }
 
 typedef struct entry {
@@ -195,6 +224,30 @@ static void evict_to_bound(void) {
   free(entries);
 }
 
+static int newer_first(const void* a, const void* b) { return older_first(b, a); }
+
+int disk_cache_recent(uint64_t* out_text_hashes, int max) {
+  if (!cache_dir[0]) return 0;
+  entry* entries;
+  int64_t bytes;
+  int64_t count = list_entries(&entries, &bytes);
+  qsort(entries, (size_t)count, sizeof *entries, newer_first);
+  char mine[17];
+  snprintf(mine, sizeof mine, "%016llx", (unsigned long long)identity_hash);
+  int taken = 0;
+  for (int64_t i = 0; i < count && taken < max; i++) {
+    if (entries[i].used.tv_sec < entries[0].used.tv_sec - DISK_CACHE_SESSION_SECONDS) break;
+    const char* name = entries[i].name;
+    if (strlen(name) != 32 + strlen(SUFFIX) || strncmp(name, mine, 16) != 0) continue;
+    char hex[17];
+    memcpy(hex, name + 16, 16);
+    hex[16] = '\0';
+    out_text_hashes[taken++] = strtoull(hex, NULL, 16);
+  }
+  free(entries);
+  return taken;
+}
+
 void disk_cache_store(tpu_pjrt* pjrt, const char* text, size_t size,
                       struct PJRT_LoadedExecutable* executable) {
   if (!cache_dir[0]) return;
@@ -237,6 +290,7 @@ disk_cache_stats disk_cache_stat(void) {
 }
 
 tpu_status disk_cache_clear(void) {
+  prefetch_stop();
   if (!cache_dir[0]) return NULL;
   entry* entries;
   int64_t bytes;

@@ -26,6 +26,21 @@ tpu_status disk_cache_load(tpu_pjrt* pjrt, const char* text, size_t size,
 void disk_cache_store(tpu_pjrt* pjrt, const char* text, size_t size,
                       struct PJRT_LoadedExecutable* executable);
 
+/* For prefetch.c, which calls these from its own thread, without the
+ * runtime lock (it is stopped before the directory changes): */
+/* The programs of the last session: the text hashes of this plugin's files
+ * used within DISK_CACHE_SESSION_SECONDS of the newest use, newest first,
+ * at most `max`. */
+#define DISK_CACHE_SESSION_SECONDS 300
+int disk_cache_recent(uint64_t* out_text_hashes, int max);
+/* The executable of the file for `text_hash` and its text's length; false
+ * (and the file left alone) when it is missing, bad or unloadable. */
+bool disk_cache_load_hash(tpu_pjrt* pjrt, uint64_t text_hash, size_t* out_text_size,
+                          struct PJRT_LoadedExecutable** out_executable);
+/* Counts a disk hit of a program loaded by disk_cache_load_hash and marks
+ * its file most recently used. Runtime lock held. */
+void disk_cache_note_hit(uint64_t text_hash);
+
 typedef struct disk_cache_stats {
   const char* dir; /* "" when off */
   int64_t entries;

@@ -7,6 +7,7 @@
 
 #include "cache/disk_cache.h"
 #include "cache/dump.h"
+#include "cache/prefetch.h"
 #include "tpu/runtime.h"
 
 #define BUCKETS 4096
@@ -85,8 +86,7 @@ long program_cache_map_budget(void) {
   return budget;
 }
 
-/* The process's memory maps now; -1 where /proc cannot say. */
-static long count_maps(void) {
+long program_cache_count_maps(void) {
   FILE* f = fopen("/proc/self/maps", "r");
   if (!f) return -1;
   long lines = 0;
@@ -131,14 +131,18 @@ static void unload_past_budget(tpu_pjrt* pjrt) {
   }
 }
 
-static int measured_maps(long before, size_t size) {
-  long after = count_maps();
-  /* Other threads map and unmap too: a rough figure, at least one. */
-  long held = before < 0 || after < 0 ? 3 : after - before;
-  held = held < 1 ? 1 : held > 1000000 ? 1000000 : held;
+/* `held`: the maps a load added, -1 where /proc could not say. Other
+ * threads map and unmap too: a rough figure, at least one. */
+static int record_measured(long held, size_t size) {
+  held = held < 0 ? 3 : held < 1 ? 1 : held > 1000000 ? 1000000 : held;
   measured_maps_total += (double)held;
   measured_bytes_total += (double)size;
   return (int)held;
+}
+
+static int measured_maps(long before, size_t size) {
+  long after = program_cache_count_maps();
+  return record_measured(before < 0 || after < 0 ? -1 : after - before, size);
 }
 
 static int estimated_maps(size_t size) {
@@ -162,8 +166,14 @@ static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
   bool first_load = host && !p->maps;
   bool measure = first_load && (first_loads < MEASURED_FIRST || first_loads % MEASURE_EVERY == 0);
   if (first_load) first_loads++;
-  long maps_before = measure ? count_maps() : -1;
-  TPU_RETURN_IF_ERROR(disk_cache_load(pjrt, p->text, p->size, &p->executable));
+  long prefetched_maps;
+  if (prefetch_take(p->hash, p->size, &p->executable, &prefetched_maps)) {
+    disk_cache_note_hit(p->hash);
+    tpu_counter_add(TPU_COUNTER_DISK_PREFETCH, 1);
+    if (first_load) p->maps = record_measured(prefetched_maps, p->size); /* measured by the loader */
+  }
+  long maps_before = measure && !p->executable ? program_cache_count_maps() : -1;
+  if (!p->executable) TPU_RETURN_IF_ERROR(disk_cache_load(pjrt, p->text, p->size, &p->executable));
   if (!p->executable) {
     int64_t start = now_nanos();
     TPU_RETURN_IF_ERROR(tpu_pjrt_compile(pjrt, p->text, p->size, &p->executable));

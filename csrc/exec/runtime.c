@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cache/disk_cache.h"
+#include "cache/prefetch.h"
 #include "exec/graph.h"
 #include "exec/runtime_impl.h"
 
@@ -85,6 +86,7 @@ static const char* const counter_names[TPU_COUNTER_COUNT] = {
     [TPU_COUNTER_DISK_WRITE] = "disk_cache_write",
     [TPU_COUNTER_PROGRAM_UNLOAD] = "program_unload",
     [TPU_COUNTER_IN_PLACE] = "in_place_write",
+    [TPU_COUNTER_DISK_PREFETCH] = "disk_cache_prefetched",
 };
 
 const char* tpu_counter_name(tpu_counter c) {
@@ -177,6 +179,14 @@ void tpu_cache_stats(const char** out_dir, int64_t* out_entries, int64_t* out_by
   *out_bytes = s.bytes;
   *out_max_bytes = s.max_bytes;
 }
+
+void tpu_cache_prefetch(void) {
+  runtime_lock();
+  if (pjrt) prefetch_start(pjrt);
+  runtime_unlock();
+}
+
+void tpu_cache_prefetch_stop(void) { prefetch_stop(); }
 
 tpu_status tpu_cache_clear(void) {
   runtime_lock();

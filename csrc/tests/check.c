@@ -42,3 +42,11 @@ int check_finish(const char* suite) {
   printf("%s: %d passed, %d failed\n", suite, check_count - check_failures, check_failures);
   return check_failures ? 1 : 0;
 }
+
+const char check_add_f32x4[] =
+    "module {\n"
+    "  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
+    "    %0 = \"stablehlo.add\"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
+    "    \"func.return\"(%0) : (tensor<4xf32>) -> ()\n"
+    "  }\n"
+    "}\n";

@@ -22,6 +22,9 @@ bool check_runtime_init(void);
 /* Prints "N passed, N failed" and returns the process exit code. */
 int check_finish(const char* suite);
 
+/* A StableHLO module adding two f32[4]: the tests' smallest program. */
+extern const char check_add_f32x4[];
+
 #define CHECK(cond) \
   do { check_count++; if (!(cond)) check_fail(__FILE__, __LINE__, #cond); } while (0)
 #define CHECK_OK(expr) check_ok((expr), __FILE__, __LINE__, #expr)

@@ -13,14 +13,6 @@
 #include <sys/resource.h>
 #endif
 
-static const char add_f32x4[] =
-    "module {\n"
-    "  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
-    "    %0 = \"stablehlo.add\"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
-    "    \"func.return\"(%0) : (tensor<4xf32>) -> ()\n"
-    "  }\n"
-    "}\n";
-
 static const char add_f32x0[] =
     "module {\n"
     "  func.func public @main(%a: tensor<0xf32>, %b: tensor<0xf32>) -> tensor<0xf32> {\n"
@@ -172,7 +164,7 @@ static void test_buffer_errors(tpu_pjrt* pjrt) {
   tpu_pjrt_buffer_destroy(pjrt, NULL);
 }
 
-/* Runs add_f32x4 on `device`, checks the sum and that the inputs survive. */
+/* Runs check_add_f32x4 on `device`, checks the sum and that the inputs survive. */
 static void run_add(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* exe, int device) {
   const int64_t dims[] = {4};
   const float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40};
@@ -210,7 +202,7 @@ static void test_shape_free_buffers(tpu_pjrt* pjrt) {
       "}\n";
   struct PJRT_LoadedExecutable *square = NULL, *add = NULL;
   CHECK_OK(tpu_pjrt_compile(pjrt, square_2x2, strlen(square_2x2), &square));
-  CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x4, strlen(add_f32x4), &add));
+  CHECK_OK(tpu_pjrt_compile(pjrt, check_add_f32x4, strlen(check_add_f32x4), &add));
   const int64_t dims[] = {4};
   const float a[4] = {1, 2, 3, 4};
   struct PJRT_Buffer *flat = NULL, *shaped = NULL, *sum = NULL;
@@ -232,7 +224,7 @@ static void test_shape_free_buffers(tpu_pjrt* pjrt) {
 
 static void test_execute(tpu_pjrt* pjrt) {
   struct PJRT_LoadedExecutable* exe = NULL;
-  CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x4, strlen(add_f32x4), &exe));
+  CHECK_OK(tpu_pjrt_compile(pjrt, check_add_f32x4, strlen(check_add_f32x4), &exe));
   if (!exe) return;
   CHECK(tpu_pjrt_executable_output_count(pjrt, exe) == 1);
   run_add(pjrt, exe, 0);
@@ -409,7 +401,7 @@ static void test_empty_program(tpu_pjrt* pjrt) {
 
 static void test_serialize(tpu_pjrt* pjrt) {
   struct PJRT_LoadedExecutable* exe = NULL;
-  CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x4, strlen(add_f32x4), &exe));
+  CHECK_OK(tpu_pjrt_compile(pjrt, check_add_f32x4, strlen(check_add_f32x4), &exe));
   if (!exe) return;
   char* bytes = NULL;
   size_t size = 0;
@@ -462,7 +454,7 @@ static void test_compile_errors(tpu_pjrt* pjrt) {
   tpu_status_free(status);
 
   /* The client still works after the failures. */
-  CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x4, strlen(add_f32x4), &exe));
+  CHECK_OK(tpu_pjrt_compile(pjrt, check_add_f32x4, strlen(check_add_f32x4), &exe));
   if (exe) run_add(pjrt, exe, 1);
   tpu_pjrt_executable_destroy(pjrt, exe);
 }
@@ -528,7 +520,7 @@ int main(void) {
     test_worker_nice(pjrt, 4);
     CHECK(tpu_pjrt_device_count(pjrt) >= 1);
     struct PJRT_LoadedExecutable* exe = NULL;
-    CHECK_OK(tpu_pjrt_compile(pjrt, add_f32x4, strlen(add_f32x4), &exe));
+    CHECK_OK(tpu_pjrt_compile(pjrt, check_add_f32x4, strlen(check_add_f32x4), &exe));
     if (exe) run_add(pjrt, exe, 0);
     tpu_pjrt_executable_destroy(pjrt, exe);
     tpu_pjrt_close(pjrt);

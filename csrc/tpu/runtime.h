@@ -240,6 +240,7 @@ typedef enum tpu_counter {
   TPU_COUNTER_DISK_WRITE, /* programs written to it */
   TPU_COUNTER_PROGRAM_UNLOAD, /* executables unloaded to bound how many stay loaded */
   TPU_COUNTER_IN_PLACE,       /* storages a program wrote in place (their buffer donated) */
+  TPU_COUNTER_DISK_PREFETCH,  /* disk hits found loaded by the warm-start prefetch */
   TPU_COUNTER_COUNT
 } tpu_counter;
 
@@ -276,6 +277,12 @@ tpu_status tpu_cache_configure(const char* dir, int64_t max_bytes);
 void tpu_cache_stats(const char** out_dir, int64_t* out_entries, int64_t* out_bytes,
                      int64_t* out_max_bytes);
 tpu_status tpu_cache_clear(void);
+/* Starts loading the last session's programs from the disk cache on a
+ * thread of its own, once per process (see csrc/cache/prefetch.h); the
+ * first step then finds them loaded. */
+void tpu_cache_prefetch(void);
+/* Stops that thread and waits for it (at exit). */
+void tpu_cache_prefetch_stop(void);
 
 /* Blocks until all work enqueued on `device` is done, including work whose
  * results were all dropped; returns the first error of a result still held. */

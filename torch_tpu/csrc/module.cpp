@@ -139,6 +139,11 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_cache_stats", &cache_stats);
   m.def("_cache_clear", [] { check(tpu_cache_clear()); });
+  m.def("_cache_prefetch", [] { tpu_cache_prefetch(); });
+  m.def("_cache_prefetch_stop", [] {
+    py::gil_scoped_release no_gil;  // waits for the loader's current file
+    tpu_cache_prefetch_stop();
+  });
   m.def("_cpu_fallback_enabled", &cpu_fallback_enabled);
   m.def("_recompile_reasons", &recompile_reasons);
   m.def("_dump_configure", [](const std::string& dir) { check(tpu_dump_configure(dir.c_str())); });

@@ -1,0 +1,32 @@
+/* Warm start: the last session's programs loaded from the disk cache on a
+ * thread of their own while the process is still importing and building its
+ * model, so its first step finds them loaded. */
+#ifndef TPU_CACHE_PREFETCH_H
+#define TPU_CACHE_PREFETCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pjrt/pjrt.h"
+
+/* Starts loading, newest first, the files disk_cache_recent names (at most
+ * PREFETCH_MAX). Does nothing if a prefetch ran already or the disk cache is
+ * off. Runtime lock held. */
+#define PREFETCH_MAX 256
+void prefetch_start(tpu_pjrt* pjrt);
+
+/* The prefetched executable of the program with this text hash and length,
+ * waiting if it is being loaded; false if it was not prefetched (or not
+ * yet started: then it is left to the caller). *out_maps: the memory maps
+ * its load added (-1 where /proc cannot say). Runtime lock held. */
+bool prefetch_take(uint64_t text_hash, size_t text_size, struct PJRT_LoadedExecutable** out_executable,
+                   long* out_maps);
+
+/* How many files are still queued or being loaded. */
+int prefetch_pending(void);
+
+/* Stops the loading thread, waits for it and destroys what was not taken. */
+void prefetch_stop(void);
+
+#endif
