@@ -69,6 +69,12 @@ def test_warm_start_prefetches_the_last_sessions_programs(tmp_path):
     assert mixed["counters"]["disk_cache_prefetched"] == n - len(stale)
     assert mixed["counters"]["disk_cache_hit"] == n and mixed["counters"]["compile"] == 0
     assert mixed["values"] == cold["values"]
+    # Executables not yet taken count against the memory maps' budget: the
+    # loader stops at half of it (here after its first file).
+    bounded = run(tmp_path, TEST_PAUSE=2, TORCH_TPU_MAX_PROGRAM_MAPS=1)
+    assert bounded["counters"]["disk_cache_prefetched"] == 1
+    assert bounded["counters"]["disk_cache_hit"] == n and bounded["counters"]["compile"] == 0
+    assert bounded["values"] == cold["values"]
 
 
 def damage(data, how):

@@ -25,6 +25,9 @@ static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static prefetched items[PREFETCH_MAX];
 static int item_count;
 static bool started, stopping, thread_running;
+/* Memory maps the loaded, not yet taken executables hold: the program
+ * cache's budget does not see them, so the loader stops at half of it. */
+static long held_maps;
 static pthread_t thread;
 static tpu_pjrt* loader_pjrt;
 
@@ -32,7 +35,7 @@ static void* load_all(void* unused) {
   for (int i = 0;; i++) {
     pthread_mutex_lock(&lock);
     while (i < item_count && items[i].state == TAKEN) i++; /* the caller loads it itself */
-    bool done = stopping || i >= item_count;
+    bool done = stopping || i >= item_count || held_maps > program_cache_map_budget() / 2;
     if (!done) items[i].state = LOADING;
     pthread_mutex_unlock(&lock);
     if (done) return NULL;
@@ -45,6 +48,7 @@ static void* load_all(void* unused) {
     items[i].executable = executable;
     items[i].text_size = text_size;
     items[i].maps = before < 0 || after < 0 ? -1 : after - before;
+    if (executable) held_maps += items[i].maps > 0 ? items[i].maps : 1;
     items[i].state = LOADED;
     pthread_cond_broadcast(&changed);
     pthread_mutex_unlock(&lock);
@@ -83,6 +87,7 @@ bool prefetch_take(uint64_t text_hash, size_t text_size, struct PJRT_LoadedExecu
   if (found) {
     /* Not started yet: the caller loads it now, the loader skips it. */
     executable = found->state == LOADED ? found->executable : NULL;
+    if (executable) held_maps -= found->maps > 0 ? found->maps : 1;
     match = executable && found->text_size == text_size;
     *out_maps = found->maps;
     found->executable = NULL;
@@ -113,6 +118,7 @@ void prefetch_stop(void) {
   for (int i = 0; i < item_count; i++)
     if (items[i].executable) tpu_pjrt_executable_destroy(loader_pjrt, items[i].executable);
   item_count = 0;
+  held_maps = 0;
   stopping = false;
   pthread_mutex_unlock(&lock);
 }
