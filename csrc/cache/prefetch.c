@@ -25,13 +25,23 @@ static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static prefetched items[PREFETCH_MAX];
 static int item_count;
 static bool started, stopping, thread_running;
+static bool listing; /* the loader is still listing the cache directory */
 /* Memory maps the loaded, not yet taken executables hold: the program
  * cache's budget does not see them, so the loader stops at half of it. */
 static long held_maps;
 static pthread_t thread;
 static tpu_pjrt* loader_pjrt;
 
+/* Lists the last session's files (a stat of every cache file: kept off the
+ * importing thread), then loads them in order. */
 static void* load_all(void* unused) {
+  uint64_t hashes[PREFETCH_MAX];
+  int count = disk_cache_recent(hashes, PREFETCH_MAX);
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < count && !stopping; i++) items[i] = (prefetched){.text_hash = hashes[i], .state = QUEUED};
+  item_count = stopping ? 0 : count;
+  listing = false;
+  pthread_mutex_unlock(&lock);
   for (int i = 0;; i++) {
     pthread_mutex_lock(&lock);
     while (i < item_count && items[i].state == TAKEN) i++; /* the caller loads it itself */
@@ -57,19 +67,12 @@ static void* load_all(void* unused) {
 
 void prefetch_start(tpu_pjrt* pjrt) {
   pthread_mutex_lock(&lock);
-  bool first = !started;
-  started = true;
-  pthread_mutex_unlock(&lock);
-  if (!first) return;
-  uint64_t hashes[PREFETCH_MAX];
-  int count = disk_cache_recent(hashes, PREFETCH_MAX);
-  if (count == 0) return;
-  pthread_mutex_lock(&lock);
-  for (int i = 0; i < count; i++) items[i] = (prefetched){.text_hash = hashes[i], .state = QUEUED};
-  item_count = count;
-  loader_pjrt = pjrt;
-  thread_running = pthread_create(&thread, NULL, load_all, NULL) == 0;
-  if (!thread_running) item_count = 0;
+  if (!started) {
+    started = true;
+    loader_pjrt = pjrt;
+    thread_running = pthread_create(&thread, NULL, load_all, NULL) == 0;
+    listing = thread_running;
+  }
   pthread_mutex_unlock(&lock);
 }
 
@@ -101,7 +104,7 @@ bool prefetch_take(uint64_t text_hash, size_t text_size, struct PJRT_LoadedExecu
 
 int prefetch_pending(void) {
   pthread_mutex_lock(&lock);
-  int pending = 0;
+  int pending = listing;
   for (int i = 0; i < item_count; i++) pending += items[i].state == QUEUED || items[i].state == LOADING;
   pthread_mutex_unlock(&lock);
   return pending;

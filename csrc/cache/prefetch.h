@@ -10,7 +10,8 @@
 
 #include "pjrt/pjrt.h"
 
-/* Starts loading, newest first, the files disk_cache_recent names (at most
+/* Starts a thread that lists, then loads, newest first, the files
+ * disk_cache_recent names (at most
  * PREFETCH_MAX), until the executables not yet taken hold half of
  * program_cache_map_budget()'s memory maps (a session of another model's
  * programs is never taken). Does nothing if a prefetch ran already or the
@@ -25,7 +26,8 @@ void prefetch_start(tpu_pjrt* pjrt);
 bool prefetch_take(uint64_t text_hash, size_t text_size, struct PJRT_LoadedExecutable** out_executable,
                    long* out_maps);
 
-/* How many files are still queued or being loaded. */
+/* How many files are still queued or being loaded (at least 1 while the
+ * directory is being listed). */
 int prefetch_pending(void);
 
 /* Stops the loading thread, waits for it and destroys what was not taken. */

@@ -334,8 +334,10 @@ tpu_status tpu_pjrt_open(const tpu_pjrt_options* options, tpu_pjrt** out_pjrt) {
     return TPU_ERROR(TPU_INVALID_ARGUMENT, "tpu_pjrt_open: worker_nice is %d, must be >= 0",
                      options->worker_nice);
 
-  tpu_thread_ids before;
-  tpu_thread_ids_snapshot(&before);
+  /* The threads before the plugin starts its own (listed only when they
+   * are to be told apart). */
+  tpu_thread_ids before = {0};
+  if (options->worker_nice > 0) tpu_thread_ids_snapshot(&before);
   const PJRT_Api* api;
   tpu_status status = load_api(options->plugin_path, &api);
   if (!status) status = initialize_once(api);
