@@ -173,6 +173,24 @@ def test_cpu_fallback_context_counts_per_op():
         UNLOWERED(x)
 
 
+def test_custom_op_named_like_an_aten_op_is_not_lowered_as_it():
+    # Only aten ops take the lowering of the same name: mylib::add is not
+    # aten::add. With the CPU fallback it runs its own CPU kernel, and
+    # every call after the first (served from the fallback's per-operator
+    # cache) does the same.
+    lib = torch.library.Library("torch_tpu_test", "DEF")
+    lib.define("add(Tensor a, Tensor b) -> Tensor")
+    lib.impl("add", lambda a, b: a - b, "CPU")
+    x, y = torch.rand(4), torch.rand(4)
+    with pytest.raises(NotImplementedError, match="torch_tpu_test::add has no tpu lowering"):
+        torch.ops.torch_tpu_test.add(x.to("tpu"), y.to("tpu"))
+    with torch_tpu.cpu_fallback():
+        for _ in range(2):
+            out = torch.ops.torch_tpu_test.add(x.to("tpu"), y.to("tpu"))
+            assert out.device.type == "tpu"
+            assert_close(out, x - y, rtol=0, atol=0)
+
+
 def test_cpu_fallback_environment_variable():
     code = ("import torch; x = torch.rand(3, device='tpu'); y = torch.special.bessel_j0(x); "
             "import torch_tpu; print(torch_tpu.metrics.counters()['cpu_fallback'])")

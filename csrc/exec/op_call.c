@@ -34,6 +34,7 @@ typedef struct key_buf {
   size_t slot_count;
   bool out_of_memory;  /* sticky until the next key */
   bool exit_hook_set;  /* the thread-exit destructor knows this buffer */
+  bool aliases;        /* slots index this call: each tensor notes its aliasing */
 } key_buf;
 
 static void put(key_buf* k, const void* p, size_t n) {
@@ -121,15 +122,16 @@ static void key_buf_free(void* p) {
 
 static void key_buf_exit_create(void) { (void)pthread_key_create(&key_buf_exit, key_buf_free); }
 
-/* Empties `k` for a new signature of `call`. */
-static void key_begin(key_buf* k, const tpu_op_call* call) {
+/* Empties `k` for a new signature of `call`, noting aliasing if asked. */
+static void key_begin(key_buf* k, const tpu_op_call* call, bool aliases) {
   if (!k->exit_hook_set) {
     (void)pthread_once(&key_buf_exit_once, key_buf_exit_create);
     k->exit_hook_set = pthread_setspecific(key_buf_exit, k) == 0;
   }
   k->len = 0;
   k->out_of_memory = false;
-  alias_index(k, call);
+  k->aliases = aliases;
+  if (aliases) alias_index(k, call);
 }
 
 /* Each tensor's layout, and the first earlier tensor it shares storage with.
@@ -143,7 +145,7 @@ static void put_tensor(key_buf* k, const tpu_tensor* t, int64_t position) {
   if (view_class_has_strides(cls)) put(k, t->strides, (size_t)t->rank * sizeof t->strides[0]);
   put_i64(k, buffer_storage_dtype(t->buffer, t->dtype));
   put_i64(k, view_storage_numel(t));
-  if (k->out_of_memory) return;
+  if (k->out_of_memory || !k->aliases) return;
   int64_t first = alias_find(k, t->buffer)->position;
   put_i64(k, first < position ? first : -1);
 }
@@ -154,7 +156,7 @@ static tpu_status key_failed(const tpu_op_call* call) {
 }
 
 static tpu_status input_key(const tpu_op_call* call, const tpu_op_entry* entry, key_buf* k) {
-  key_begin(k, call);
+  key_begin(k, call, true);
   put_str(k, call->name);
   put_str(k, call->overload);
   put_i64(k, call->matmul_precision);
@@ -209,8 +211,8 @@ static tpu_status input_key(const tpu_op_call* call, const tpu_op_entry* entry, 
   return k->out_of_memory ? key_failed(call) : NULL;
 }
 
-static tpu_status output_key(const tpu_op_call* call, key_buf* k) {
-  key_begin(k, call);
+static tpu_status output_key(const tpu_op_call* call, key_buf* k, bool aliases) {
+  key_begin(k, call, aliases);
   int64_t position = 0; /* outputs follow every argument tensor */
   for (int i = 0; i < call->arg_count; i++) {
     const tpu_arg* a = &call->args[i];
@@ -240,10 +242,16 @@ static tpu_status unsupported(const tpu_op_call* call) {
 /* Thread-local scratch: keys are built outside the plan allocation. */
 static _Thread_local key_buf scratch;
 
+/* The calling thread's scratch, looked up once per key: where the compiler
+ * sees &scratch itself it folds it into every helper, each of which then
+ * asks the dynamic loader for the thread's block on every call. */
+__attribute__((noinline)) static key_buf* thread_scratch(void) { return &scratch; }
+
 tpu_status op_output_signature(const tpu_op_call* call, const unsigned char** out_data, size_t* out_len) {
-  TPU_RETURN_IF_ERROR(output_key(call, &scratch));
-  *out_data = scratch.data;
-  *out_len = scratch.len;
+  key_buf* k = thread_scratch();
+  TPU_RETURN_IF_ERROR(output_key(call, k, false));
+  *out_data = k->data;
+  *out_len = k->len;
   return NULL;
 }
 
@@ -251,12 +259,13 @@ tpu_status tpu_op_lookup(const tpu_op_call* call, tpu_op_plan** out_plan) {
   *out_plan = NULL;
   const tpu_op_entry* entry = find_entry(call->name);
   if (!entry) return unsupported(call);
+  key_buf* k = thread_scratch();
   runtime_lock();
-  tpu_status status = input_key(call, entry, &scratch);
+  tpu_status status = input_key(call, entry, k);
   if (!status) {
-    uint64_t h = cache_hash(scratch.data, scratch.len, CACHE_HASH_SEED);
+    uint64_t h = cache_hash(k->data, k->len, CACHE_HASH_SEED);
     for (tpu_op_plan* p = plan_buckets[h % PLAN_BUCKETS]; p; p = p->next) {
-      if (p->hash == h && p->key_size == scratch.len && memcmp(p->key, scratch.data, scratch.len) == 0) {
+      if (p->hash == h && p->key_size == k->len && memcmp(p->key, k->data, k->len) == 0) {
         *out_plan = p;
         break;
       }
@@ -276,18 +285,19 @@ tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
   if (output_count < 0 || output_count > MAX_OUTPUTS)
     return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s has %d outputs; at most %d are supported",
                      call->name, output_count, MAX_OUTPUTS);
+  key_buf* k = thread_scratch();
   runtime_lock();
-  tpu_status status = input_key(call, entry, &scratch);
+  tpu_status status = input_key(call, entry, k);
   tpu_op_plan* plan = status ? NULL : calloc(1, sizeof *plan);
-  unsigned char* key = status ? NULL : malloc(scratch.len ? scratch.len : 1);
+  unsigned char* key = status ? NULL : malloc(k->len ? k->len : 1);
   struct op_output* outputs = status ? NULL : calloc((size_t)(output_count ? output_count : 1), sizeof *outputs);
   if (!status && (!plan || !key || !outputs))
     status = TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory planning aten::%s", call->name);
   if (!status) {
-    memcpy(key, scratch.data, scratch.len);
+    memcpy(key, k->data, k->len);
     plan->key = key;
-    plan->key_size = scratch.len;
-    plan->hash = cache_hash(key, scratch.len, CACHE_HASH_SEED);
+    plan->key_size = k->len;
+    plan->hash = cache_hash(key, k->len, CACHE_HASH_SEED);
     plan->entry = entry;
     plan->output_count = output_count;
     plan->outputs = outputs;
@@ -342,17 +352,18 @@ void plan_mark_lowered(tpu_op_plan* plan, op_variant* variant) {
   variant->kept = NULL;
 }
 
-static tpu_status make_variant(tpu_op_plan* plan, const tpu_op_call* call, uint64_t hash,
+/* A new variant for the output signature in `k`. */
+static tpu_status make_variant(tpu_op_plan* plan, const tpu_op_call* call, const key_buf* k, uint64_t hash,
                                op_variant** out_variant) {
   op_variant* v = calloc(1, sizeof *v);
   if (!v) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory planning aten::%s", call->name);
-  v->key = malloc(scratch.len ? scratch.len : 1);
+  v->key = malloc(k->len ? k->len : 1);
   char* text = NULL;
   size_t size = 0;
   tpu_status status = v->key ? NULL : TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory");
   if (!status) {
-    memcpy(v->key, scratch.data, scratch.len);
-    v->key_size = scratch.len;
+    memcpy(v->key, k->data, k->len);
+    v->key_size = k->len;
     v->hash = hash;
     status = lower_call(plan, call, v, &text, &size);
   }
@@ -473,16 +484,17 @@ tpu_status tpu_op_execute(tpu_op_plan* plan, const tpu_op_call* call) {
     return status ? tpu_status_annotate(status, "aten::%s: ", call->name) : NULL;
   }
   tpu_status status = mode == TPU_EAGER_DEBUG ? index_check(call) : NULL;
-  if (!status) status = output_key(call, &scratch);
+  key_buf* k = thread_scratch();
+  if (!status) status = output_key(call, k, true);
   op_variant* v = NULL;
   if (!status) {
-    uint64_t h = cache_hash(scratch.data, scratch.len, CACHE_HASH_SEED);
+    uint64_t h = cache_hash(k->data, k->len, CACHE_HASH_SEED);
     for (v = plan->variants; v; v = v->next)
-      if (v->hash == h && v->key_size == scratch.len && memcmp(v->key, scratch.data, scratch.len) == 0) break;
+      if (v->hash == h && v->key_size == k->len && memcmp(v->key, k->data, k->len) == 0) break;
     if (v)
       tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
     else
-      status = make_variant(plan, call, h, &v);
+      status = make_variant(plan, call, k, h, &v);
   }
   if (!status) status = run_variant(v, call, plan->entry->name);
   if (!status && mode == TPU_EAGER_DEBUG) status = await_outputs(v, call);

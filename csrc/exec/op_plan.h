@@ -93,8 +93,9 @@ tpu_status finish_program(hlo_builder* b, hlo_value* results, int count, int* re
  * (malloc'd), or NULL when there are none (or no memory: nothing donated). */
 bool* donated_params(const int* result_params, int result_count, int param_count);
 
-/* The call's output layout signature (views, storages, aliasing), valid
- * until the thread's next signature. */
+/* The call's output layout signature (views and storages; not aliasing,
+ * which a graph's storage slots fix), valid until the thread's next
+ * signature. */
 tpu_status op_output_signature(const tpu_op_call* call, const unsigned char** out_data, size_t* out_len);
 
 /* The op's base name: "add_" -> "add"; dunder names are kept. */

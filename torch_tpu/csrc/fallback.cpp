@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <sstream>
+#include <unordered_map>
 
 #include "bridge.h"
 
@@ -28,38 +29,82 @@ bool is_out_argument(const c10::Argument& a) {
 
 bool is_mutable(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
 
-// Whether the op writes argument i: a mutable argument, or the running
-// stats of native_batch_norm in training, which its schema does not mark.
-bool writes_argument(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> inputs, size_t i) {
-  if (is_mutable(schema.arguments()[i])) return true;
-  return schema.name() == "aten::native_batch_norm" && (i == 3 || i == 4) && inputs[5].toBool();
-}
-
-// Whether return j is absent (None): backward ops skip the gradients their
-// output_mask turns off.
-bool return_absent(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> inputs, size_t j) {
-  for (size_t i = 0; i < schema.arguments().size(); i++)
-    if (schema.arguments()[i].name() == "output_mask") {
-      auto mask = inputs[i].toListRef();
-      return j < mask.size() && !mask[j].toBool();
-    }
-  return false;
-}
-
-// The fused optimizer steps (torch.optim's fused=True) take their
-// hyperparameters as `float`, which would be compiled in; a learning-rate
-// or momentum schedule changes them every step, so they go as runtime
-// numbers instead.
-bool floats_at_runtime(const char* op) {
-  for (const char* step : {"aten::_fused_adam_", "aten::_fused_adamw_", "aten::_fused_sgd_", "aten::_fused_adagrad_"})
-    if (std::strcmp(op, step) == 0) return true;
-  return false;
-}
-
 c10::TypeKind kind_of(const c10::Argument& a) {
   c10::TypePtr type = a.real_type();
   if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
   return type->kind();
+}
+
+// What the fallback reads from an operator's schema, worked out at its first
+// call on each thread: walking the schema's types and names, and finding
+// the op in the lowering table, cost more than the rest of a small op's
+// dispatch.
+struct OpInfo {
+  std::string name;      // "aten::add"
+  std::string overload;  // "Tensor"
+  std::string base;      // "add": the lowering table's name
+  bool lowered;          // an aten op the lowering table has
+  bool draws_rng;        // random without a Generator argument: draws from the device's default one
+  // The fused optimizer steps (torch.optim's fused=True) take their
+  // hyperparameters as `float`, which would be compiled in; a learning-rate
+  // or momentum schedule changes them every step, so they go as runtime
+  // numbers instead.
+  bool floats_at_runtime;
+  bool batch_norm;       // native_batch_norm: writes its running stats in training, unmarked
+  int output_mask = -1;  // the argument whose flags turn returns off (backward ops), or -1
+  std::vector<c10::TypeKind> kinds;  // per argument
+  std::vector<bool> mutates;         // per argument: marked as written
+  std::vector<bool> out;             // per argument: an out= argument
+
+  explicit OpInfo(const c10::OperatorHandle& op) : name(op.schema().name()), overload(op.schema().overload_name()) {
+    size_t colons = name.rfind("::");
+    base = name.substr(colons == std::string::npos ? 0 : colons + 2);
+    lowered = name.rfind("aten::", 0) == 0 && tpu_op_supported(base.c_str(), overload.c_str());
+    const auto& arguments = op.schema().arguments();
+    bool has_generator = false;
+    for (size_t i = 0; i < arguments.size(); i++) {
+      kinds.push_back(kind_of(arguments[i]));
+      mutates.push_back(is_mutable(arguments[i]));
+      out.push_back(is_out_argument(arguments[i]));
+      has_generator = has_generator || kinds.back() == c10::TypeKind::GeneratorType;
+      if (arguments[i].name() == "output_mask") output_mask = static_cast<int>(i);
+    }
+    draws_rng = !has_generator && op.hasTag(at::Tag::nondeterministic_seeded);
+    floats_at_runtime = false;
+    for (const char* step : {"aten::_fused_adam_", "aten::_fused_adamw_", "aten::_fused_sgd_", "aten::_fused_adagrad_"})
+      floats_at_runtime = floats_at_runtime || name == step;
+    batch_norm = name == "aten::native_batch_norm";
+  }
+
+  bool describes(const c10::FunctionSchema& schema) const {
+    return name == schema.name() && overload == schema.overload_name() && kinds.size() == schema.arguments().size();
+  }
+};
+
+// The thread's OpInfo of `op`. Keyed by the schema's address, checked
+// against its names: an operator removed and another registered in its
+// place (torch.library in tests) gets its own.
+const OpInfo& op_info(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, OpInfo> infos;
+  const c10::FunctionSchema* key = &op.schema();
+  auto it = infos.find(key);
+  if (it != infos.end() && it->second.describes(*key)) return it->second;
+  if (it != infos.end()) infos.erase(it);
+  return infos.try_emplace(key, op).first->second;
+}
+
+// Whether the op writes argument i: a mutable argument, or the running
+// stats of native_batch_norm in training, which its schema does not mark.
+bool writes_argument(const OpInfo& info, c10::ArrayRef<c10::IValue> inputs, size_t i) {
+  return info.mutates[i] || (info.batch_norm && (i == 3 || i == 4) && inputs[5].toBool());
+}
+
+// Whether return j is absent (None): backward ops skip the gradients their
+// output_mask turns off.
+bool return_absent(const OpInfo& info, c10::ArrayRef<c10::IValue> inputs, size_t j) {
+  if (info.output_mask < 0) return false;
+  auto mask = inputs[static_cast<size_t>(info.output_mask)].toListRef();
+  return j < mask.size() && !mask[j].toBool();
 }
 
 // Converts one op's stack into C arguments, keeping what they point into
@@ -76,6 +121,7 @@ struct CallArgs {
   int device = -1;
   const char* op = "";
   size_t arg_count = 0;
+  bool floats_at_runtime = false;
 
   template <typename T>
   T& add(std::vector<T>& list) {
@@ -130,9 +176,8 @@ struct CallArgs {
     return a;
   }
 
-  tpu_arg convert(const c10::Argument& schema, const c10::IValue& v) {
+  tpu_arg convert(const c10::Argument& schema, c10::TypeKind kind, const c10::IValue& v) {
     tpu_arg a{};
-    c10::TypeKind kind = kind_of(schema);
     if (kind == c10::TypeKind::GeneratorType) {
       a.kind = TPU_ARG_RNG;
       std::optional<at::Generator> g;
@@ -162,7 +207,7 @@ struct CallArgs {
     switch (kind) {
       case c10::TypeKind::NumberType: return scalar(v.toScalar());
       case c10::TypeKind::FloatType:
-        if (floats_at_runtime(op)) return scalar(v.toScalar());
+        if (floats_at_runtime) return scalar(v.toScalar());
         break;
       case c10::TypeKind::ScalarTypeType:
         a.kind = TPU_ARG_DTYPE;
@@ -227,8 +272,8 @@ at::Tensor to_meta(const at::Tensor& t) {
   return at::empty({storage_numel}, t.options().device(at::kMeta)).as_strided(t.sizes(), t.strides(), t.storage_offset());
 }
 
-c10::IValue to_meta(const c10::Argument& schema, const c10::IValue& v) {
-  if (kind_of(schema) == c10::TypeKind::GeneratorType) return c10::IValue();
+c10::IValue to_meta(c10::TypeKind kind, const c10::IValue& v) {
+  if (kind == c10::TypeKind::GeneratorType) return c10::IValue();
   // Factory ops name their device: make the stand-in on meta, or the meta
   // call would come straight back here.
   if (v.isDevice() && v.toDevice().type() == kTpu) return c10::Device(at::kMeta);
@@ -344,22 +389,22 @@ bool is_fixed_return(const c10::IValue& v) {
 // dtype rules (and its error messages for bad input) decide the outputs,
 // in the order of op outputs: mutated arguments, then fresh returns.
 // *fixed is made when some return is not a computed tensor.
-std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> inputs,
-                                      std::unique_ptr<FixedReturns>* fixed) {
+std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, const OpInfo& info,
+                                      c10::ArrayRef<c10::IValue> inputs, std::unique_ptr<FixedReturns>* fixed) {
   const auto& schema = op.schema();
   if (schema.name() == "aten::_grouped_mm") return {grouped_mm_output(inputs)};
   const auto& arguments = schema.arguments();
   torch::jit::Stack meta;
   std::vector<at::Tensor> outputs;
   for (size_t i = 0; i < arguments.size(); i++) {
-    meta.push_back(byte_target_as_long(schema, arguments[i], to_meta(arguments[i], inputs[i])));
-    if (writes_argument(schema, inputs, i))
+    meta.push_back(byte_target_as_long(schema, arguments[i], to_meta(info.kinds[i], inputs[i])));
+    if (writes_argument(info, inputs, i))
       for_each_tensor(meta.back(), [&](const at::Tensor& t) { outputs.push_back(t); });
   }
   if (outputs_without_meta(op, meta, outputs)) return outputs;
   op.callBoxed(&meta);  // out= stand-ins are resized in place
   for (size_t j = 0; j < schema.returns().size(); j++) {
-    if (schema.returns()[j].alias_info() || return_absent(schema, inputs, j)) continue;
+    if (schema.returns()[j].alias_info() || return_absent(info, inputs, j)) continue;
     const c10::IValue& v = meta[j];
     if (is_fixed_return(v)) {
       if (!*fixed) *fixed = std::make_unique<FixedReturns>(FixedReturns{decltype(FixedReturns::values)(schema.returns().size())});
@@ -377,16 +422,16 @@ std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, c10::ArrayR
 
 // Pushes the op's returns: mutated arguments for aliased returns, fresh
 // tensors (a list takes all fresh tensors the single-tensor returns leave).
-void push_returns(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> inputs,
+void push_returns(const c10::FunctionSchema& schema, const OpInfo& info, c10::ArrayRef<c10::IValue> inputs,
                   c10::SmallVector<at::Tensor, 2>& fresh, const FixedReturns* fixed, torch::jit::Stack* stack) {
   auto is_fixed = [&](size_t j) { return fixed && fixed->values[j].has_value(); };
   c10::SmallVector<c10::IValue, 2> mutated;
   for (size_t i = 0; i < schema.arguments().size(); i++)
-    if (is_mutable(schema.arguments()[i])) mutated.push_back(inputs[i]);
+    if (info.mutates[i]) mutated.push_back(inputs[i]);
   const auto& rs = schema.returns();
   size_t single = 0;
   for (size_t j = 0; j < rs.size(); j++)
-    if (!rs[j].alias_info() && rs[j].type()->kind() == c10::TypeKind::TensorType && !return_absent(schema, inputs, j) &&
+    if (!rs[j].alias_info() && rs[j].type()->kind() == c10::TypeKind::TensorType && !return_absent(info, inputs, j) &&
         !is_fixed(j))
       single++;
   size_t next_mutated = 0, next_fresh = 0;
@@ -396,7 +441,7 @@ void push_returns(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> 
       returns.push_back(*fixed->values[j]);
     } else if (rs[j].alias_info()) {
       returns.push_back(mutated[next_mutated++]);
-    } else if (return_absent(schema, inputs, j)) {
+    } else if (return_absent(info, inputs, j)) {
       returns.emplace_back(at::Tensor());
     } else if (rs[j].type()->kind() == c10::TypeKind::TensorType) {
       returns.emplace_back(std::move(fresh[next_fresh++]));
@@ -452,11 +497,11 @@ std::string describe(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> i
 
 void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
-  std::string name = schema.name();
-  const char* base = name.c_str() + (name.rfind("::") == std::string::npos ? 0 : name.rfind("::") + 2);
-  if (!tpu_op_supported(base, schema.overload_name().c_str())) {
+  const OpInfo& info = op_info(op);
+  const std::string& name = info.name;
+  if (!info.lowered) {
     if (!cpu_fallback_enabled()) no_lowering(op);
-    count_cpu_fallback(name + (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
+    count_cpu_fallback(name + (info.overload.empty() ? "" : "." + info.overload));
     at::native::cpu_fallback(op, stack);
     return;
   }
@@ -467,25 +512,22 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   CallArgs call_args;
   call_args.op = name.c_str();
   call_args.arg_count = n;
+  call_args.floats_at_runtime = info.floats_at_runtime;
   // Tensors the op writes in place (self, out=, lists, running stats), in order.
   c10::SmallVector<at::Tensor, 2> targets;
   for (size_t i = 0; i < n; i++) {
     const c10::IValue& v = inputs[i];
-    if (writes_argument(schema, inputs, i))
+    if (writes_argument(info, inputs, i))
       for_each_tensor(v, [&](const at::Tensor& t) {
         TORCH_CHECK(t.device().type() == kTpu, name, ": cannot write into a ", t.device(),
                     " tensor from a tpu op; pass a tpu tensor");
         call_args.note_device(t);
         targets.push_back(t);
       });
-    if (!is_out_argument(arguments[i])) call_args.args.push_back(call_args.convert(arguments[i], v));
+    if (!info.out[i]) call_args.args.push_back(call_args.convert(arguments[i], info.kinds[i], v));
   }
   if (call_args.device < 0) call_args.device = current_device();
-  // Random ops without a Generator argument (native_dropout) draw from the
-  // device's default generator.
-  bool has_generator = std::any_of(arguments.begin(), arguments.end(),
-                                   [](const c10::Argument& a) { return kind_of(a) == c10::TypeKind::GeneratorType; });
-  if (!has_generator && op.hasTag(at::Tag::nondeterministic_seeded)) {
+  if (info.draws_rng) {
     tpu_arg rng{};
     rng.kind = TPU_ARG_RNG;
     next_rng_state(std::nullopt, call_args.device, &rng.u.rng.seed, &rng.u.rng.offset);
@@ -497,14 +539,14 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // gives their types.
   c10::SmallVector<tpu_tensor, 2> outputs;
   for (const at::Tensor& t : targets) outputs.push_back(to_tpu_tensor(t, name.c_str()));
-  tpu_op_call call{base, schema.overload_name().c_str(), call_args.device, call_args.args.data(),
+  tpu_op_call call{info.base.c_str(), info.overload.c_str(), call_args.device, call_args.args.data(),
                    static_cast<int>(call_args.args.size()), outputs.data(), static_cast<int>(outputs.size()),
                    matmul_precision()};
   tpu_op_plan* plan = nullptr;
   check(tpu_op_lookup(&call, &plan));
   if (!plan) {
     std::unique_ptr<FixedReturns> fixed;
-    std::vector<at::Tensor> metas = infer_outputs(op, inputs, &fixed);
+    std::vector<at::Tensor> metas = infer_outputs(op, info, inputs, &fixed);
     std::vector<tpu_dtype> dtypes;
     std::vector<int> ranks;
     std::vector<const int64_t*> sizes;
@@ -555,7 +597,7 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   call.output_count = static_cast<int>(outputs.size());
   tpu_status status = tpu_op_execute(plan, &call);
   if (status) check(tpu_status_annotate(status, "%s: ", describe(op, inputs).c_str()));
-  push_returns(schema, inputs, fresh, fixed, stack);
+  push_returns(schema, info, inputs, fresh, fixed, stack);
 }
 
 }  // namespace torch_tpu
