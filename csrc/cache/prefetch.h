@@ -11,11 +11,11 @@
 #include "pjrt/pjrt.h"
 
 /* Starts a thread that lists, then loads, newest first, the files
- * disk_cache_recent names (at most
- * PREFETCH_MAX), until the executables not yet taken hold half of
- * program_cache_map_budget()'s memory maps (a session of another model's
- * programs is never taken). Does nothing if a prefetch ran already or the
- * disk cache is off. Runtime lock held. */
+ * disk_cache_recent names (at most PREFETCH_MAX), until the executables not
+ * yet taken hold half of program_cache_map_budget()'s memory maps (a session
+ * of another model's programs is never taken). Does nothing if a prefetch
+ * ran already; with the disk cache off the thread lists nothing and ends.
+ * Runtime lock held. */
 #define PREFETCH_MAX 256
 void prefetch_start(tpu_pjrt* pjrt);
 
