@@ -231,3 +231,50 @@ def test_fused_graph_is_cut_when_another_thread_records():
         assert out["pending"] == 1  # the main thread's add ran; the multiply waits
         assert out["c"].cpu().tolist() == [2.0, 4.0, 6.0, 8.0]
         assert b.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def launched_steps(x, sync):
+    """Ops whose graphs torch_tpu.sync() hands to the launcher thread: the
+    next graph reads the last one's results (through a transposed view),
+    writes them in place and through a view of another element type, and
+    the host writes a storage a launched graph reads."""
+    y = x * 2 + 1
+    sync()
+    z = y.t() @ y
+    sync()
+    y.add_(z.sum(0))
+    sync()
+    y.view(torch.int32).bitwise_and_(-65536)  # keeps the float's top 16 bits
+    sync()
+    w = y.t() * 3
+    sync()
+    x.copy_(torch.full((3, 4), 0.5))
+    return y, z, w, x + 1
+
+
+def test_launched_graphs_match_cpu():
+    cpu = torch.arange(12.0).reshape(3, 4) / 7
+    expected = launched_steps(cpu.clone(), lambda: None)
+    with torch_tpu.eager_mode("fused"):
+        start = torch_tpu.metrics.counters()["execute"]
+        got = launched_steps(cpu.to("tpu"), torch_tpu.sync)
+        assert torch_tpu.metrics.counters()["execute"] - start >= 5  # each sync ran a graph
+        for g, e in zip(got, expected):
+            assert_close(g, e, rtol=1e-6, atol=1e-6)
+
+
+def test_launched_graphs_are_seen_by_events_and_free_their_storages():
+    x = torch.randn(64, 64).to("tpu")
+    torch.tpu.synchronize()
+    base = torch.tpu.memory_allocated()
+    with torch_tpu.eager_mode("fused"):
+        for _ in range(20):
+            x = (x @ x).tanh()
+            torch_tpu.sync()
+        done = torch.tpu.Event()
+        done.record()  # waits for nothing, but covers the launched graphs
+        done.synchronize()
+        assert done.query()
+        expected = x.cpu()
+    assert torch.tpu.memory_allocated() == base  # only x, which replaced the first x
+    assert_close((x @ x).tanh(), (expected @ expected).tanh(), rtol=1e-5, atol=1e-5)

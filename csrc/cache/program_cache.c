@@ -201,22 +201,37 @@ static tpu_status ensure_loaded(tpu_pjrt* pjrt, cached_program* p) {
   return load(pjrt, p, &compiled);
 }
 
-tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* p, int device,
-                             struct PJRT_Buffer* const* args, size_t arg_count, const bool* donated,
-                             struct PJRT_Buffer** results, size_t result_count) {
+tpu_status program_cache_load(tpu_pjrt* pjrt, cached_program* p, size_t result_count,
+                              struct PJRT_LoadedExecutable** out_executable) {
+  *out_executable = NULL;
   TPU_RETURN_IF_ERROR(ensure_loaded(pjrt, p));
   /* The plugin writes as many results as the program has: a short array
    * would be overrun. */
   if (p->output_count != result_count)
     return TPU_ERROR(TPU_INTERNAL, "execute: program has %zu outputs, caller expects %zu",
                      p->output_count, result_count);
+  *out_executable = p->executable;
+  return NULL;
+}
+
+tpu_status program_cache_execute(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* executable, int device,
+                                 struct PJRT_Buffer* const* args, size_t arg_count, const bool* donated,
+                                 struct PJRT_Buffer** results, size_t result_count) {
   TPU_RETURN_IF_ERROR(
-      tpu_pjrt_execute(pjrt, p->executable, device, args, arg_count, donated, results, result_count));
+      tpu_pjrt_execute(pjrt, executable, device, args, arg_count, donated, results, result_count));
   tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
   int64_t in_place = 0;
   for (size_t i = 0; donated && i < arg_count; i++) in_place += donated[i];
   if (in_place) tpu_counter_add(TPU_COUNTER_IN_PLACE, in_place);
   return NULL;
+}
+
+tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* p, int device,
+                             struct PJRT_Buffer* const* args, size_t arg_count, const bool* donated,
+                             struct PJRT_Buffer** results, size_t result_count) {
+  struct PJRT_LoadedExecutable* executable;
+  TPU_RETURN_IF_ERROR(program_cache_load(pjrt, p, result_count, &executable));
+  return program_cache_execute(pjrt, executable, device, args, arg_count, donated, results, result_count);
 }
 
 tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size, cached_program** out_program,

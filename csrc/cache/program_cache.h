@@ -26,10 +26,21 @@ typedef struct cached_program cached_program;
 tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size, cached_program** out_program,
                              bool* out_compiled);
 
-/* Runs the entry's program on `device` (reloading it if it was unloaded)
- * and counts the execution; result_count must be the program's output
- * count (checked); donated as tpu_pjrt_execute takes it. Returns without
- * waiting. Runtime lock held. */
+/* The entry's executable, loaded again if it was unloaded (and marked the
+ * most recently used); result_count must be the program's output count
+ * (checked). Runtime lock held. */
+tpu_status program_cache_load(tpu_pjrt* pjrt, cached_program* program, size_t result_count,
+                              struct PJRT_LoadedExecutable** out_executable);
+
+/* Runs a loaded executable on `device` and counts the execution; donated as
+ * tpu_pjrt_execute takes it. Returns without waiting. Needs no runtime
+ * lock (the launcher thread calls it), only that nothing unloads the
+ * executable or replaces its arguments meanwhile. */
+tpu_status program_cache_execute(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* executable, int device,
+                                 struct PJRT_Buffer* const* args, size_t arg_count, const bool* donated,
+                                 struct PJRT_Buffer** results, size_t result_count);
+
+/* program_cache_load, then program_cache_execute. Runtime lock held. */
 tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* program, int device,
                              struct PJRT_Buffer* const* args, size_t arg_count, const bool* donated,
                              struct PJRT_Buffer** results, size_t result_count);

@@ -65,14 +65,18 @@ static tpu_status await_buffer(tpu_buffer* b, void* context) {
 tpu_status buffers_await_all(int device) { return buffers_for_each(device, await_buffer, NULL); }
 
 tpu_dtype buffer_storage_dtype(const tpu_buffer* buffer, tpu_dtype view_dtype) {
-  if (buffer->graph_slot) return buffer->pending_dtype;
+  if (buffer->graph_slot || buffer->launch_pending) return buffer->pending_dtype;
   return buffer->pjrt ? buffer->dtype : view_dtype;
+}
+
+void buffer_adopt(tpu_buffer* buffer, struct PJRT_Buffer* pjrt, tpu_dtype dtype) {
+  buffer->pjrt = pjrt;
+  buffer->dtype = dtype;
 }
 
 void buffer_replace(tpu_buffer* buffer, struct PJRT_Buffer* pjrt, tpu_dtype dtype) {
   inflight_drop_storage(buffer->device, buffer->pjrt);
-  buffer->pjrt = pjrt;
-  buffer->dtype = dtype;
+  buffer_adopt(buffer, pjrt, dtype);
 }
 
 static tpu_status upload(tpu_buffer* buffer, tpu_dtype dtype, const void* data) {

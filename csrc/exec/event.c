@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "exec/graph.h"
 #include "exec/runtime_impl.h"
 #include "pjrt/pjrt_event.h"
 
@@ -151,7 +152,7 @@ tpu_status tpu_event_record(tpu_event* event, int device) {
   pthread_cond_init(&m->done_cond, NULL);
   m->pending = 1;
   runtime_lock();
-  tpu_status status = tpu_sync(device);
+  tpu_status status = graph_flush(device);
   if (!status) status = buffers_for_each(device, watch_buffer, m);
   if (!status) status = inflight_for_each(device, watch_dropped, m);
   if (!status) {

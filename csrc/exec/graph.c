@@ -7,6 +7,7 @@
 
 #include "cache/program_cache.h"
 #include "exec/graph.h"
+#include "exec/launcher.h"
 #include "exec/runtime_impl.h"
 #include "exec/view.h"
 
@@ -16,6 +17,7 @@
 #define ARENA_BLOCK 65536
 
 static graph* pending[MAX_DEVICES]; /* under the runtime lock */
+static graph* spare[MAX_DEVICES];   /* a launched graph, finished, kept for reuse */
 static tpu_eager_mode eager_mode = TPU_EAGER_STRICT;
 
 /* A graph structure seen before: its program and where each parameter and
@@ -51,6 +53,10 @@ tpu_status graph_open(int device, graph** out) {
   *out = NULL;
   if (device < 0 || device >= MAX_DEVICES)
     return TPU_ERROR(TPU_INVALID_ARGUMENT, "tpu:%d is out of range for a graph", device);
+  if (!pending[device] && spare[device]) {
+    pending[device] = spare[device];
+    spare[device] = NULL;
+  }
   if (!pending[device]) {
     graph* g = calloc(1, sizeof *g);
     if (!g) return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory for a graph");
@@ -61,17 +67,40 @@ tpu_status graph_open(int device, graph** out) {
   return NULL;
 }
 
+static void free_blocks(graph_arena* block) {
+  while (block) {
+    graph_arena* next = block->next;
+    free(block);
+    block = next;
+  }
+}
+
+static void graph_free(graph* g) {
+  free_blocks(g->arena);
+  free_blocks(g->arena_free);
+  free(g->slots);
+  free(g->ops);
+  free(g->key);
+  free(g->sources);
+  free(g);
+}
+
 /* ---- recording ---- */
 
 static void* arena_alloc(graph* g, size_t n) {
   n = (n + 15) & ~(size_t)15;
   if (!g->arena || g->arena->used + n > g->arena->cap) {
-    size_t cap = n > ARENA_BLOCK ? n : ARENA_BLOCK;
-    graph_arena* block = malloc(sizeof *block + cap);
-    if (!block) return NULL;
+    graph_arena* block = g->arena_free;
+    if (block && block->cap >= n) {
+      g->arena_free = block->next;
+    } else {
+      size_t cap = n > ARENA_BLOCK ? n : ARENA_BLOCK;
+      block = malloc(sizeof *block + cap);
+      if (!block) return NULL;
+      block->cap = cap;
+    }
     block->next = g->arena;
     block->used = 0;
-    block->cap = cap;
     g->arena = block;
   }
   void* p = g->arena->data + g->arena->used;
@@ -213,6 +242,8 @@ static tpu_status check_lowers(tpu_op_plan* plan, const tpu_op_call* call) {
   return status;
 }
 
+static tpu_status graph_cut(int device);
+
 /* One per thread: its address tells the recording threads apart. */
 static _Thread_local char recording_thread;
 
@@ -223,8 +254,10 @@ tpu_status graph_record(tpu_op_plan* plan, const tpu_op_call* call) {
   /* Another thread's op cuts the graph: autograd records a backward on its
    * own thread, so the forward's program runs while the backward is being
    * recorded, and the backward's while the optimizer step is. */
-  if (!g->capturing && g->op_count > 0 && g->recorder != &recording_thread)
-    TPU_RETURN_IF_ERROR(graph_flush(call->device));
+  if (!g->capturing && g->op_count > 0 && g->recorder != &recording_thread) {
+    TPU_RETURN_IF_ERROR(graph_cut(call->device));
+    TPU_RETURN_IF_ERROR(graph_open(call->device, &g));
+  }
   g->recorder = &recording_thread;
   if (g->op_count == g->op_cap) {
     int cap = g->op_cap ? g->op_cap * 2 : 256;
@@ -238,7 +271,7 @@ tpu_status graph_record(tpu_op_plan* plan, const tpu_op_call* call) {
   if (!copy_call(g, call, &op->call)) return no_memory();
   TPU_RETURN_IF_ERROR(note_structure(g, plan, &op->call));
   g->op_count++;
-  if (!g->capturing && g->op_count >= GRAPH_MAX_OPS) return graph_flush(call->device);
+  if (!g->capturing && g->op_count >= GRAPH_MAX_OPS) return graph_cut(call->device);
   return NULL;
 }
 
@@ -452,6 +485,22 @@ static tpu_status template_make(graph* g, uint64_t hash, const int* result_slots
   return NULL;
 }
 
+/* The arguments for `values`: args[i], and in owned[i] those made only for
+ * this run (else NULL); *out_made counts the entries filled, also on error. */
+static tpu_status make_args(int device, const graph_value* values, int value_count, struct PJRT_Buffer** args,
+                            struct PJRT_Buffer** owned, int* out_made) {
+  tpu_status status = NULL;
+  int made = 0;
+  for (; !status && made < value_count; made++)
+    status = graph_value_buffer(device, &values[made], &args[made], &owned[made]);
+  *out_made = made;
+  return status;
+}
+
+static void destroy_owned(struct PJRT_Buffer** owned, int count) {
+  for (int i = 0; i < count && owned; i++) tpu_pjrt_buffer_destroy(runtime_pjrt(), owned[i]);
+}
+
 tpu_status graph_execute(int device, struct cached_program* program, const graph_value* values,
                          int value_count, const bool* donated, struct PJRT_Buffer** results,
                          int result_count) {
@@ -459,48 +508,71 @@ tpu_status graph_execute(int device, struct cached_program* program, const graph
   struct PJRT_Buffer** owned = calloc((size_t)value_count + 1, sizeof *owned);
   tpu_status status = args && owned ? NULL : no_memory();
   int made = 0;
-  for (; !status && made < value_count; made++)
-    status = graph_value_buffer(device, &values[made], &args[made], &owned[made]);
+  if (!status) status = make_args(device, values, value_count, args, owned, &made);
   if (!status)
     status = program_cache_run(runtime_pjrt(), program, device, args, (size_t)value_count, donated, results,
                                (size_t)result_count);
-  for (int i = 0; i < made && owned; i++) tpu_pjrt_buffer_destroy(runtime_pjrt(), owned[i]);
+  destroy_owned(owned, made);
   free(args);
   free(owned);
   return status;
 }
 
-static tpu_status run_template(graph* g, const graph_template* t) {
+static graph_value* resolve_all(const graph* g, const graph_template* t) {
   graph_value* values = malloc(((size_t)t->source_count + 1) * sizeof *values);
-  struct PJRT_Buffer** results = calloc((size_t)t->result_count + 1, sizeof *results);
-  tpu_status status = values && results ? NULL : no_memory();
-  for (int i = 0; !status && i < t->source_count; i++) values[i] = graph_resolve(g, &t->sources[i]);
-  if (!status)
-    status = graph_execute(g->device, t->program, values, t->source_count, t->donated, results, t->result_count);
-  for (int m = 0; !status && m < t->result_count; m++) {
+  for (int i = 0; values && i < t->source_count; i++) values[i] = graph_resolve(g, &t->sources[i]);
+  return values;
+}
+
+/* Gives each result's storage its new buffer; `replaced`: the old ones were
+ * destroyed already (the launcher's job), else they are dropped here. */
+static void take_results(graph* g, const graph_template* t, struct PJRT_Buffer** results, bool replaced) {
+  for (int m = 0; m < t->result_count; m++) {
     tpu_buffer* b = g->slots[t->result_slots[m]].buffer;
-    buffer_replace(b, results[m], t->result_dtypes[m]);
+    if (replaced)
+      buffer_adopt(b, results[m], t->result_dtypes[m]);
+    else
+      buffer_replace(b, results[m], t->result_dtypes[m]);
     b->writer = "a fused graph";
   }
+}
+
+static tpu_status run_template(graph* g, const graph_template* t) {
+  graph_value* values = resolve_all(g, t);
+  struct PJRT_Buffer** results = calloc((size_t)t->result_count + 1, sizeof *results);
+  tpu_status status = values && results ? NULL : no_memory();
+  if (!status)
+    status = graph_execute(g->device, t->program, values, t->source_count, t->donated, results, t->result_count);
+  if (!status) take_results(g, t, results, false);
   free(values);
   free(results);
   return status;
 }
 
-void graph_reset(graph* g) {
-  for (int i = 0; i < g->slot_count; i++) {
-    g->slots[i].buffer->graph_slot = 0;
-    tpu_buffer_release(g->slots[i].buffer);
-  }
+/* Releases the recorded ops and slots; the graph can record again. */
+static void graph_clear(graph* g) {
+  for (int i = 0; i < g->slot_count; i++) tpu_buffer_release(g->slots[i].buffer);
   g->slot_count = 0;
   g->op_count = 0;
   g->key_len = 0;
   g->source_count = 0;
+  /* Its blocks are kept for the graph's next ops. */
   while (g->arena) {
     graph_arena* next = g->arena->next;
-    free(g->arena);
+    g->arena->next = g->arena_free;
+    g->arena_free = g->arena;
     g->arena = next;
   }
+}
+
+/* Its storages may be recorded into another graph from now on. */
+static void graph_detach(graph* g) {
+  for (int i = 0; i < g->slot_count; i++) g->slots[i].buffer->graph_slot = 0;
+}
+
+void graph_reset(graph* g) {
+  graph_detach(g);
+  graph_clear(g);
 }
 
 /* A written storage is a result only if something besides the graph still
@@ -509,7 +581,10 @@ static bool slot_is_result(const graph_slot* s) {
   return s->written && atomic_load(&s->buffer->refcount) > 1;
 }
 
-static tpu_status run(graph* g) {
+/* The template of g's structure and results, made on first sight; NULL
+ * when nothing outside the graph holds a result, so nothing can observe it. */
+static tpu_status template_of(graph* g, graph_template** out) {
+  *out = NULL;
   int* result_slots = malloc(((size_t)g->slot_count + 1) * sizeof *result_slots);
   if (!result_slots) return no_memory();
   int result_count = 0;
@@ -520,17 +595,133 @@ static tpu_status run(graph* g) {
     ok = ok && key_put(g, &i, sizeof i);
   }
   tpu_status status = ok ? NULL : no_memory();
-  /* With no results nothing outside the graph can observe it: skip it. */
   if (!status && result_count > 0) {
     uint64_t hash = cache_hash(g->key, g->key_len, CACHE_HASH_SEED);
-    graph_template* t = template_find(hash, g->key, g->key_len);
-    if (t)
+    *out = template_find(hash, g->key, g->key_len);
+    if (*out)
       tpu_counter_add(TPU_COUNTER_CACHE_HIT, 1);
     else
-      status = template_make(g, hash, result_slots, result_count, &t);
-    if (!status) status = run_template(g, t);
+      status = template_make(g, hash, result_slots, result_count, out);
   }
   free(result_slots);
+  return status;
+}
+
+static tpu_status annotate(const graph* g, tpu_status status) {
+  return tpu_status_annotate(status, "a fused graph of %d ops (aten::%s ... aten::%s): ", g->op_count,
+                             g->ops[0].plan->entry->name, g->ops[g->op_count - 1].plan->entry->name);
+}
+
+/* ---- launching: a graph cut where recording goes on ---- */
+
+/* A cut graph whose execute call is on the launcher thread. It keeps the
+ * graph (and so every storage it reads or writes) until finished. */
+typedef struct launched_graph {
+  launch_job job;
+  graph* g;
+  const graph_template* t;
+  struct PJRT_Buffer** args;
+  struct PJRT_Buffer** owned;
+  int made;
+} launched_graph;
+
+static launched_graph* in_flight[MAX_DEVICES]; /* under the runtime lock */
+
+static void launched_free(launched_graph* l) {
+  destroy_owned(l->owned, l->made);
+  free(l->args);
+  free(l->owned);
+  free(l->job.results);
+  free(l->job.replaced);
+  free(l->job.replaced_ready);
+  free(l);
+}
+
+/* Waits for the device's launched graph, if any, and gives its storages
+ * their results; returns the execute call's error, naming the graph. */
+static tpu_status launch_finish(int device) {
+  launched_graph* l = in_flight[device];
+  if (!l) return NULL;
+  in_flight[device] = NULL;
+  launch_wait(&l->job);
+  tpu_status status = l->job.status;
+  for (int m = 0; m < l->t->result_count; m++) l->g->slots[l->t->result_slots[m]].buffer->launch_pending = false;
+  if (status) {
+    status = annotate(l->g, status);
+  } else {
+    take_results(l->g, l->t, l->job.results, true);
+    for (size_t i = 0; i < l->job.replaced_count; i++) inflight_add(device, l->job.replaced_ready[i]);
+  }
+  graph_clear(l->g);
+  if (spare[device])
+    graph_free(l->g);
+  else
+    spare[device] = l->g;
+  launched_free(l);
+  return status;
+}
+
+/* Hands g's program to the launcher; from here the graph is the launch's
+ * and the device has no pending graph. */
+static tpu_status launch(graph* g, const graph_template* t) {
+  launched_graph* l = calloc(1, sizeof *l);
+  graph_value* values = resolve_all(g, t);
+  tpu_status status = l && values ? NULL : no_memory();
+  if (!status) {
+    l->args = calloc((size_t)t->source_count + 1, sizeof *l->args);
+    l->owned = calloc((size_t)t->source_count + 1, sizeof *l->owned);
+    l->job.results = calloc((size_t)t->result_count + 1, sizeof *l->job.results);
+    l->job.replaced = calloc((size_t)t->result_count + 1, sizeof *l->job.replaced);
+    l->job.replaced_ready = calloc((size_t)t->result_count + 1, sizeof *l->job.replaced_ready);
+    if (!l->args || !l->owned || !l->job.results || !l->job.replaced || !l->job.replaced_ready)
+      status = no_memory();
+  }
+  if (!status) status = make_args(g->device, values, t->source_count, l->args, l->owned, &l->made);
+  free(values);
+  struct PJRT_LoadedExecutable* executable = NULL;
+  if (!status) status = program_cache_load(runtime_pjrt(), t->program, (size_t)t->result_count, &executable);
+  if (status) {
+    if (l) launched_free(l);
+    return status;
+  }
+  l->g = g;
+  l->t = t;
+  l->job.executable = executable;
+  l->job.device = g->device;
+  l->job.args = l->args;
+  l->job.arg_count = (size_t)t->source_count;
+  l->job.donated = t->donated;
+  l->job.result_count = (size_t)t->result_count;
+  l->job.replaced_count = (size_t)t->result_count;
+  /* Until finished, recording sees each result's type to come. */
+  for (int m = 0; m < t->result_count; m++) {
+    tpu_buffer* b = g->slots[t->result_slots[m]].buffer;
+    l->job.replaced[m] = b->pjrt;
+    b->pending_dtype = t->result_dtypes[m];
+    b->launch_pending = true;
+  }
+  graph_detach(g);
+  pending[g->device] = NULL;
+  in_flight[g->device] = l;
+  launch_submit(&l->job);
+  return NULL;
+}
+
+/* Cuts the device's pending graph without waiting: its program goes to the
+ * launcher and the next op starts a new graph. One launched graph per
+ * device: the one before is finished first (its execute call has long
+ * returned by then: a whole graph was recorded since). */
+static tpu_status graph_cut(int device) {
+  graph* g = graph_pending(device);
+  if (!g || g->op_count == 0 || g->capturing) return graph_flush(device);
+  TPU_RETURN_IF_ERROR(launch_finish(device));
+  graph_template* t = NULL;
+  tpu_status status = template_of(g, &t);
+  if (!status && t) status = launch(g, t);
+  if (status || !t) {
+    if (status) status = annotate(g, status);
+    graph_reset(g);
+  }
   return status;
 }
 
@@ -541,20 +732,22 @@ tpu_status graph_flush(int device) {
                      "a tpu value was needed on the host while a graph is being captured for "
                      "torch.compile (a .item(), print or data-dependent branch inside the compiled "
                      "code): move it out of the compiled function");
-  if (!g || g->op_count == 0) return NULL;
-  int op_count = g->op_count;
-  const char* first = g->ops[0].plan->entry->name;
-  const char* last = g->ops[op_count - 1].plan->entry->name;
-  tpu_status status = run(g);
-  if (status)
-    status = tpu_status_annotate(status, "a fused graph of %d ops (aten::%s ... aten::%s): ", op_count,
-                                 first, last);
+  tpu_status launched = device >= 0 && device < MAX_DEVICES ? launch_finish(device) : NULL;
+  if (!g || g->op_count == 0) return launched;
+  graph_template* t = NULL;
+  tpu_status status = template_of(g, &t);
+  if (!status && t) status = run_template(g, t);
+  if (status) status = annotate(g, status);
   graph_reset(g);
+  if (launched) {
+    tpu_status_free(status);
+    return launched;
+  }
   return status;
 }
 
 tpu_status graph_flush_buffer(const tpu_buffer* buffer) {
-  return buffer->graph_slot ? graph_flush(buffer->device) : NULL;
+  return buffer->graph_slot ? graph_flush(buffer->device) : launch_finish(buffer->device);
 }
 
 /* ---- modes ---- */
@@ -574,7 +767,7 @@ tpu_eager_mode tpu_get_eager_mode(void) { return eager_mode; }
 
 tpu_status tpu_sync(int device) {
   runtime_lock();
-  tpu_status status = graph_flush(device);
+  tpu_status status = graph_cut(device);
   runtime_unlock();
   return status;
 }

@@ -62,6 +62,7 @@ typedef struct graph {
   int op_count;
   int op_cap;
   graph_arena* arena;    /* the recorded calls' copies */
+  graph_arena* arena_free; /* blocks of earlier ops, kept for reuse */
   unsigned char* key;    /* the structure so far */
   size_t key_len;
   size_t key_cap;

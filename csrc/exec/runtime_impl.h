@@ -15,7 +15,8 @@ struct tpu_buffer {
   struct PJRT_Buffer* pjrt; /* NULL until first written; guarded by the runtime lock */
   tpu_dtype dtype;          /* element type of pjrt (valid when pjrt != NULL) */
   int graph_slot;           /* 1 + its slot in the device's pending graph; 0 if none */
-  tpu_dtype pending_dtype;  /* element type of that slot's value */
+  tpu_dtype pending_dtype;  /* element type of that slot's value, or of the launched result */
+  bool launch_pending;      /* a result of a graph on the launcher: pjrt is replaced when it finishes */
   const char* writer;       /* the op that last wrote it (static), for errors */
   tpu_buffer* prev;         /* the live-buffer list, for synchronize; under the lock */
   tpu_buffer* next;
@@ -40,6 +41,8 @@ tpu_status runtime_scalar_buffer(int device, tpu_dtype dtype, const void* bits,
 tpu_status buffer_materialize(tpu_buffer* buffer, tpu_dtype dtype);
 /* Replaces the PJRT storage (taking ownership of `pjrt`). Lock held. */
 void buffer_replace(tpu_buffer* buffer, struct PJRT_Buffer* pjrt, tpu_dtype dtype);
+/* The same where the old one was already destroyed (storage_destroy). */
+void buffer_adopt(tpu_buffer* buffer, struct PJRT_Buffer* pjrt, tpu_dtype dtype);
 /* Storage element type for reads through a view of `view_dtype`. */
 tpu_dtype buffer_storage_dtype(const tpu_buffer* buffer, tpu_dtype view_dtype);
 
@@ -62,6 +65,11 @@ struct PJRT_Event;
 /* Destroys a storage's PJRT buffer, first remembering its ready event if
  * the work writing it may still run (inflight.c). Lock held. */
 void inflight_drop_storage(int device, struct PJRT_Buffer* storage);
+/* Its two halves: destroys the buffer and hands back that ready event (NULL
+ * if the work is done), needing no lock (the launcher thread calls it);
+ * and remembers such an event (NULL: nothing). The second with the lock. */
+struct PJRT_Event* storage_destroy(struct PJRT_Buffer* storage);
+void inflight_add(int device, struct PJRT_Event* ready);
 /* Waits for the work writing every storage dropped on `device` that may
  * still run (their errors are moot: nothing can read them). Lock held. */
 void inflight_await_all(int device);
