@@ -201,11 +201,19 @@ static void test_launched_graphs(void) {
     CHECK_OK(tpu_sync(0));
     CHECK(tpu_pending_op_count(0) == 0);
   }
+  /* A device storage the next graph reads, dropped before it is launched:
+   * the launcher destroys it after the call. */
+  tpu_tensor tc;
+  tpu_buffer* bc = upload_f32(operand_b, 6, &tc);
+  tpu_arg add_c[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = to}, {.kind = TPU_ARG_TENSOR, .u.tensor = tc}};
+  CHECK_OK(run("add", add_c, 2, &to, 1));
+  tpu_buffer_release(bc);
+  CHECK_OK(tpu_sync(0));
   float out[6];
   CHECK_OK(tpu_tensor_to_host(&to, out)); /* finishes the last launch */
-  CHECK(tpu_counter_get(TPU_COUNTER_EXECUTE) == executes + 4);
-  /* to starts as zeros (never written before): 1+2+3+4 = 10 times a. */
-  for (int i = 0; i < 6; i++) CHECK(out[i] == 10 * a[i]);
+  CHECK(tpu_counter_get(TPU_COUNTER_EXECUTE) == executes + 5);
+  /* to starts as zeros (never written before): 1+2+3+4 = 10 times a, then b. */
+  for (int i = 0; i < 6; i++) CHECK(out[i] == 10 * a[i] + b[i]);
   /* A host write into a storage a launch reads. */
   tpu_arg add[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = ta}, {.kind = TPU_ARG_TENSOR, .u.tensor = tb}};
   CHECK_OK(run("add", add, 2, &to, 1));
