@@ -627,13 +627,48 @@ typedef struct launched_graph {
 
 static launched_graph* in_flight[MAX_DEVICES]; /* under the runtime lock */
 
+/* Storages that a finished launch held last, per device: the next launch's
+ * job destroys them (their last use long over, so the plugin frees them
+ * at once, off the recording thread), or the next flush does. */
+typedef struct orphan_list {
+  struct PJRT_Buffer** items;
+  size_t count;
+  size_t cap;
+} orphan_list;
+
+static orphan_list orphans[MAX_DEVICES];
+
+/* Takes the storage of each of g's buffers that only g still holds. */
+static void adopt_orphans(graph* g) {
+  orphan_list* o = &orphans[g->device];
+  for (int i = 0; i < g->slot_count; i++) {
+    tpu_buffer* b = g->slots[i].buffer;
+    if (!b->pjrt || atomic_load(&b->refcount) != 1) continue;
+    if (o->count == o->cap) {
+      size_t cap = o->cap ? 2 * o->cap : 64;
+      struct PJRT_Buffer** grown = realloc(o->items, cap * sizeof *grown);
+      if (!grown) return; /* the rest are dropped as they are released */
+      o->items = grown;
+      o->cap = cap;
+    }
+    o->items[o->count++] = b->pjrt;
+    b->pjrt = NULL;
+  }
+}
+
+static void drop_orphans(int device) {
+  orphan_list* o = &orphans[device];
+  for (size_t i = 0; i < o->count; i++) inflight_drop_storage(device, o->items[i]);
+  o->count = 0;
+}
+
 static void launched_free(launched_graph* l) {
   destroy_owned(l->owned, l->made);
   free(l->args);
   free(l->owned);
   free(l->job.results);
-  free(l->job.replaced);
-  free(l->job.replaced_ready);
+  free(l->job.dropped);
+  free(l->job.dropped_ready);
   free(l);
 }
 
@@ -646,12 +681,12 @@ static tpu_status launch_finish(int device) {
   launch_wait(&l->job);
   tpu_status status = l->job.status;
   for (int m = 0; m < l->t->result_count; m++) l->g->slots[l->t->result_slots[m]].buffer->launch_pending = false;
-  if (status) {
+  if (status)
     status = annotate(l->g, status);
-  } else {
+  else
     take_results(l->g, l->t, l->job.results, true);
-    for (size_t i = 0; i < l->job.replaced_count; i++) inflight_add(device, l->job.replaced_ready[i]);
-  }
+  for (size_t i = 0; i < l->job.dropped_count; i++) inflight_add(device, l->job.dropped_ready[i]);
+  adopt_orphans(l->g);
   graph_clear(l->g);
   if (spare[device])
     graph_free(l->g);
@@ -671,9 +706,10 @@ static tpu_status launch(graph* g, const graph_template* t) {
     l->args = calloc((size_t)t->source_count + 1, sizeof *l->args);
     l->owned = calloc((size_t)t->source_count + 1, sizeof *l->owned);
     l->job.results = calloc((size_t)t->result_count + 1, sizeof *l->job.results);
-    l->job.replaced = calloc((size_t)t->result_count + 1, sizeof *l->job.replaced);
-    l->job.replaced_ready = calloc((size_t)t->result_count + 1, sizeof *l->job.replaced_ready);
-    if (!l->args || !l->owned || !l->job.results || !l->job.replaced || !l->job.replaced_ready)
+    size_t most = (size_t)t->result_count + orphans[g->device].count + 1;
+    l->job.dropped = calloc(most, sizeof *l->job.dropped);
+    l->job.dropped_ready = calloc(most, sizeof *l->job.dropped_ready);
+    if (!l->args || !l->owned || !l->job.results || !l->job.dropped || !l->job.dropped_ready)
       status = no_memory();
   }
   if (!status) status = make_args(g->device, values, t->source_count, l->args, l->owned, &l->made);
@@ -692,14 +728,18 @@ static tpu_status launch(graph* g, const graph_template* t) {
   l->job.arg_count = (size_t)t->source_count;
   l->job.donated = t->donated;
   l->job.result_count = (size_t)t->result_count;
-  l->job.replaced_count = (size_t)t->result_count;
   /* Until finished, recording sees each result's type to come. */
   for (int m = 0; m < t->result_count; m++) {
     tpu_buffer* b = g->slots[t->result_slots[m]].buffer;
-    l->job.replaced[m] = b->pjrt;
+    l->job.dropped[m] = b->pjrt;
     b->pending_dtype = t->result_dtypes[m];
     b->launch_pending = true;
   }
+  orphan_list* o = &orphans[g->device];
+  if (o->count) memcpy(l->job.dropped + t->result_count, o->items, o->count * sizeof *o->items);
+  l->job.replaced_count = (size_t)t->result_count;
+  l->job.dropped_count = (size_t)t->result_count + o->count;
+  o->count = 0;
   graph_detach(g);
   pending[g->device] = NULL;
   in_flight[g->device] = l;
@@ -732,7 +772,11 @@ tpu_status graph_flush(int device) {
                      "a tpu value was needed on the host while a graph is being captured for "
                      "torch.compile (a .item(), print or data-dependent branch inside the compiled "
                      "code): move it out of the compiled function");
-  tpu_status launched = device >= 0 && device < MAX_DEVICES ? launch_finish(device) : NULL;
+  tpu_status launched = NULL;
+  if (device >= 0 && device < MAX_DEVICES) {
+    launched = launch_finish(device);
+    drop_orphans(device);
+  }
   if (!g || g->op_count == 0) return launched;
   graph_template* t = NULL;
   tpu_status status = template_of(g, &t);

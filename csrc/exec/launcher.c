@@ -17,8 +17,8 @@ static bool started;
 static void run(launch_job* job) {
   job->status = program_cache_execute(runtime_pjrt(), job->executable, job->device, job->args, job->arg_count,
                                       job->donated, job->results, job->result_count);
-  for (size_t i = 0; !job->status && i < job->replaced_count; i++)
-    job->replaced_ready[i] = storage_destroy(job->replaced[i]);
+  for (size_t i = job->status ? job->replaced_count : 0; i < job->dropped_count; i++)
+    job->dropped_ready[i] = storage_destroy(job->dropped[i]);
 }
 
 static void* launcher_main(void* unused) {

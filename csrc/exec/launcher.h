@@ -24,12 +24,14 @@ typedef struct launch_job {
   const bool* donated; /* as tpu_pjrt_execute takes it */
   struct PJRT_Buffer** results;
   size_t result_count;
-  /* The storages the results replace, destroyed here once the call has
-   * succeeded; replaced_ready[i] gets the ready event to remember (see
-   * storage_destroy). */
-  struct PJRT_Buffer** replaced;
-  struct PJRT_Event** replaced_ready;
+  /* Storages destroyed here once the call has returned: first the
+   * replaced_count ones the results replace (left alone if the call
+   * failed), then ones nothing holds any more. dropped_ready[i] gets the
+   * ready event to remember for each (see storage_destroy). */
+  struct PJRT_Buffer** dropped;
+  struct PJRT_Event** dropped_ready;
   size_t replaced_count;
+  size_t dropped_count;
   tpu_status status; /* the execute call's, once done */
   bool done;         /* under the launcher's mutex */
   struct launch_job* next;
