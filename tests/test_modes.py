@@ -278,3 +278,18 @@ def test_launched_graphs_are_seen_by_events_and_free_their_storages():
         expected = x.cpu()
     assert torch.tpu.memory_allocated() == base  # only x, which replaced the first x
     assert_close((x @ x).tanh(), (expected @ expected).tanh(), rtol=1e-5, atol=1e-5)
+
+
+def test_launched_graphs_on_two_devices_match_cpu():
+    """Each device has its own launched graph: a copy between devices reads
+    one device's launched result into the other's pending graph."""
+    cpu = torch.linspace(-1, 1, 12).reshape(3, 4)
+    expected = ((cpu * 2).exp() + 1).sum(0)
+    with torch_tpu.eager_mode("fused"):
+        a = cpu.to("tpu:0") * 2
+        torch_tpu.sync("tpu:0")
+        b = a.to("tpu:1").exp()
+        torch_tpu.sync()  # every device
+        c = (b + 1).to("tpu:2").sum(0)
+        assert c.device == torch.device("tpu:2")
+        assert_close(c, expected, rtol=1e-6, atol=1e-6)
