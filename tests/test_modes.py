@@ -293,3 +293,16 @@ def test_launched_graphs_on_two_devices_match_cpu():
         c = (b + 1).to("tpu:2").sum(0)
         assert c.device == torch.device("tpu:2")
         assert_close(c, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_launched_graph_counts_its_execution_when_handed_over():
+    """The metrics do not lag behind the launcher thread: the execution is
+    counted when torch_tpu.sync() hands the graph over."""
+    x = torch.ones(3).to("tpu")
+    with torch_tpu.eager_mode("fused"):
+        for _ in range(10):
+            start = torch_tpu.metrics.counters()["execute"]
+            x = x + 1
+            torch_tpu.sync()
+            assert torch_tpu.metrics.counters()["execute"] == start + 1
+    assert x.cpu().tolist() == [11.0, 11.0, 11.0]

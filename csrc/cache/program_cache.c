@@ -214,16 +214,11 @@ tpu_status program_cache_load(tpu_pjrt* pjrt, cached_program* p, size_t result_c
   return NULL;
 }
 
-tpu_status program_cache_execute(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* executable, int device,
-                                 struct PJRT_Buffer* const* args, size_t arg_count, const bool* donated,
-                                 struct PJRT_Buffer** results, size_t result_count) {
-  TPU_RETURN_IF_ERROR(
-      tpu_pjrt_execute(pjrt, executable, device, args, arg_count, donated, results, result_count));
+void program_cache_count_run(const bool* donated, size_t arg_count) {
   tpu_counter_add(TPU_COUNTER_EXECUTE, 1);
   int64_t in_place = 0;
   for (size_t i = 0; donated && i < arg_count; i++) in_place += donated[i];
   if (in_place) tpu_counter_add(TPU_COUNTER_IN_PLACE, in_place);
-  return NULL;
 }
 
 tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* p, int device,
@@ -231,7 +226,9 @@ tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* p, int device,
                              struct PJRT_Buffer** results, size_t result_count) {
   struct PJRT_LoadedExecutable* executable;
   TPU_RETURN_IF_ERROR(program_cache_load(pjrt, p, result_count, &executable));
-  return program_cache_execute(pjrt, executable, device, args, arg_count, donated, results, result_count);
+  TPU_RETURN_IF_ERROR(tpu_pjrt_execute(pjrt, executable, device, args, arg_count, donated, results, result_count));
+  program_cache_count_run(donated, arg_count);
+  return NULL;
 }
 
 tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size, cached_program** out_program,

@@ -32,15 +32,13 @@ tpu_status program_cache_get(tpu_pjrt* pjrt, const char* text, size_t size, cach
 tpu_status program_cache_load(tpu_pjrt* pjrt, cached_program* program, size_t result_count,
                               struct PJRT_LoadedExecutable** out_executable);
 
-/* Runs a loaded executable on `device` and counts the execution; donated as
- * tpu_pjrt_execute takes it. Returns without waiting. Needs no runtime
- * lock (the launcher thread calls it), only that nothing unloads the
- * executable or replaces its arguments meanwhile. */
-tpu_status program_cache_execute(tpu_pjrt* pjrt, struct PJRT_LoadedExecutable* executable, int device,
-                                 struct PJRT_Buffer* const* args, size_t arg_count, const bool* donated,
-                                 struct PJRT_Buffer** results, size_t result_count);
+/* Counts one execution (and its in-place parameters) for the metrics;
+ * where the call is handed to another thread, when it is handed over, so
+ * the counts do not lag behind. */
+void program_cache_count_run(const bool* donated, size_t arg_count);
 
-/* program_cache_load, then program_cache_execute. Runtime lock held. */
+/* program_cache_load, tpu_pjrt_execute (returns without waiting) and
+ * program_cache_count_run. Runtime lock held. */
 tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* program, int device,
                              struct PJRT_Buffer* const* args, size_t arg_count, const bool* donated,
                              struct PJRT_Buffer** results, size_t result_count);

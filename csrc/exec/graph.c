@@ -743,6 +743,7 @@ static tpu_status launch(graph* g, const graph_template* t) {
   graph_detach(g);
   pending[g->device] = NULL;
   in_flight[g->device] = l;
+  program_cache_count_run(t->donated, (size_t)t->source_count);
   launch_submit(&l->job);
   return NULL;
 }

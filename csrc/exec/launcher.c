@@ -3,7 +3,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "cache/program_cache.h"
 #include "exec/launcher.h"
 #include "exec/runtime_impl.h"
 
@@ -15,8 +14,8 @@ static bool running; /* a job is between the queue and done */
 static bool started;
 
 static void run(launch_job* job) {
-  job->status = program_cache_execute(runtime_pjrt(), job->executable, job->device, job->args, job->arg_count,
-                                      job->donated, job->results, job->result_count);
+  job->status = tpu_pjrt_execute(runtime_pjrt(), job->executable, job->device, job->args, job->arg_count,
+                                 job->donated, job->results, job->result_count);
   for (size_t i = job->status ? job->replaced_count : 0; i < job->dropped_count; i++)
     job->dropped_ready[i] = storage_destroy(job->dropped[i]);
 }
