@@ -69,14 +69,10 @@ tpu_dtype buffer_storage_dtype(const tpu_buffer* buffer, tpu_dtype view_dtype) {
   return buffer->pjrt ? buffer->dtype : view_dtype;
 }
 
-void buffer_adopt(tpu_buffer* buffer, struct PJRT_Buffer* pjrt, tpu_dtype dtype) {
-  buffer->pjrt = pjrt;
-  buffer->dtype = dtype;
-}
-
 void buffer_replace(tpu_buffer* buffer, struct PJRT_Buffer* pjrt, tpu_dtype dtype) {
   inflight_drop_storage(buffer->device, buffer->pjrt);
-  buffer_adopt(buffer, pjrt, dtype);
+  buffer->pjrt = pjrt;
+  buffer->dtype = dtype;
 }
 
 static tpu_status upload(tpu_buffer* buffer, tpu_dtype dtype, const void* data) {

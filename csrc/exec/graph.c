@@ -524,15 +524,10 @@ static graph_value* resolve_all(const graph* g, const graph_template* t) {
   return values;
 }
 
-/* Gives each result's storage its new buffer; `replaced`: the old ones were
- * destroyed already (the launcher's job), else they are dropped here. */
-static void take_results(graph* g, const graph_template* t, struct PJRT_Buffer** results, bool replaced) {
+static void take_results(graph* g, const graph_template* t, struct PJRT_Buffer** results) {
   for (int m = 0; m < t->result_count; m++) {
     tpu_buffer* b = g->slots[t->result_slots[m]].buffer;
-    if (replaced)
-      buffer_adopt(b, results[m], t->result_dtypes[m]);
-    else
-      buffer_replace(b, results[m], t->result_dtypes[m]);
+    buffer_replace(b, results[m], t->result_dtypes[m]);
     b->writer = "a fused graph";
   }
 }
@@ -543,7 +538,7 @@ static tpu_status run_template(graph* g, const graph_template* t) {
   tpu_status status = values && results ? NULL : no_memory();
   if (!status)
     status = graph_execute(g->device, t->program, values, t->source_count, t->donated, results, t->result_count);
-  if (!status) take_results(g, t, results, false);
+  if (!status) take_results(g, t, results);
   free(values);
   free(results);
   return status;
@@ -680,11 +675,15 @@ static tpu_status launch_finish(int device) {
   in_flight[device] = NULL;
   launch_wait(&l->job);
   tpu_status status = l->job.status;
-  for (int m = 0; m < l->t->result_count; m++) l->g->slots[l->t->result_slots[m]].buffer->launch_pending = false;
+  for (int m = 0; m < l->t->result_count; m++) {
+    tpu_buffer* b = l->g->slots[l->t->result_slots[m]].buffer;
+    b->launch_pending = false;
+    if (status) b->pjrt = l->job.dropped[m]; /* a failed call leaves it alone */
+  }
   if (status)
     status = annotate(l->g, status);
   else
-    take_results(l->g, l->t, l->job.results, true);
+    take_results(l->g, l->t, l->job.results);
   for (size_t i = 0; i < l->job.dropped_count; i++) inflight_add(device, l->job.dropped_ready[i]);
   adopt_orphans(l->g);
   graph_clear(l->g);
@@ -732,6 +731,7 @@ static tpu_status launch(graph* g, const graph_template* t) {
   for (int m = 0; m < t->result_count; m++) {
     tpu_buffer* b = g->slots[t->result_slots[m]].buffer;
     l->job.dropped[m] = b->pjrt;
+    b->pjrt = NULL; /* the launcher's to destroy */
     b->pending_dtype = t->result_dtypes[m];
     b->launch_pending = true;
   }

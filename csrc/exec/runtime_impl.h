@@ -16,7 +16,7 @@ struct tpu_buffer {
   tpu_dtype dtype;          /* element type of pjrt (valid when pjrt != NULL) */
   int graph_slot;           /* 1 + its slot in the device's pending graph; 0 if none */
   tpu_dtype pending_dtype;  /* element type of that slot's value, or of the launched result */
-  bool launch_pending;      /* a result of a graph on the launcher: pjrt is replaced when it finishes */
+  bool launch_pending;      /* a result of a graph on the launcher: pjrt is NULL until it finishes */
   const char* writer;       /* the op that last wrote it (static), for errors */
   tpu_buffer* prev;         /* the live-buffer list, for synchronize; under the lock */
   tpu_buffer* next;
@@ -41,8 +41,6 @@ tpu_status runtime_scalar_buffer(int device, tpu_dtype dtype, const void* bits,
 tpu_status buffer_materialize(tpu_buffer* buffer, tpu_dtype dtype);
 /* Replaces the PJRT storage (taking ownership of `pjrt`). Lock held. */
 void buffer_replace(tpu_buffer* buffer, struct PJRT_Buffer* pjrt, tpu_dtype dtype);
-/* The same where the old one was already destroyed (storage_destroy). */
-void buffer_adopt(tpu_buffer* buffer, struct PJRT_Buffer* pjrt, tpu_dtype dtype);
 /* Storage element type for reads through a view of `view_dtype`. */
 tpu_dtype buffer_storage_dtype(const tpu_buffer* buffer, tpu_dtype view_dtype);
 
