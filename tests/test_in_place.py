@@ -113,8 +113,8 @@ def _train(model, x, y, optimizer, step, steps=3):
     return [p.detach() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
-def test_optimizer_steps_write_parameters_and_state_in_place(compiled):
+@pytest.mark.parametrize("form", ["strict", "fused", "compiled"])
+def test_optimizer_steps_write_parameters_and_state_in_place(form):
     cpu_model, x, y = _model_and_batch()
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
     # SGD with momentum keeps float rounding differences as small as they
@@ -122,14 +122,16 @@ def test_optimizer_steps_write_parameters_and_state_in_place(compiled):
     # size, so a gradient near 0 decides its sign on rounding).
     cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.1, momentum=0.9)
     tpu_opt = torch.optim.SGD(tpu_model.parameters(), lr=0.1, momentum=0.9)
-    step = torch.compile(tpu_opt.step, backend="tpu") if compiled else tpu_opt.step
+    step = torch.compile(tpu_opt.step, backend="tpu") if form == "compiled" else tpu_opt.step
     expected = _train(cpu_model, x, y, cpu_opt, cpu_opt.step, steps=3)
     tx, ty = x.to("tpu"), y.to("tpu")
-    _train(tpu_model, tx, ty, tpu_opt, step, steps=2)  # the state made, programs compiled
-    # The third step updates both weights and their momentum buffers in
-    # place; eager SGD's foreach ops write each buffer more than once.
-    writes = in_place_writes(lambda: _train(tpu_model, tx, ty, tpu_opt, step, steps=1))
-    assert writes == 4 if compiled else writes > 4
+    with torch_tpu.eager_mode("fused" if form == "fused" else "strict"):
+        _train(tpu_model, tx, ty, tpu_opt, step, steps=2)  # the state made, programs compiled
+        # The third step updates both weights and their momentum buffers in
+        # place. Strict eager SGD's foreach ops write each buffer more than
+        # once; fused eager runs the update as one program, as compiled does.
+        writes = in_place_writes(lambda: _train(tpu_model, tx, ty, tpu_opt, step, steps=1))
+    assert writes > 4 if form == "strict" else writes == 4
     for a, e in zip(tpu_model.parameters(), expected):
         assert_close(a.detach(), e, rtol=1e-4, atol=1e-5)
 
