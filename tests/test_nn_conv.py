@@ -121,6 +121,36 @@ def test_conv2d_channels_last_and_strided_views():
                [x, randn((4, 6, 3, 3), seed=3)], **F32)
 
 
+# Small images under large windows (the last stages of an image network, and
+# the input grad of a strided convolution into them), with enough features
+# that the lowering computes them as one matrix product of patches:
+# (input shape, weight shape, stride, padding, dilation)
+SMALL_IMAGE_CASES = [
+    ((8, 64, 2, 2), (32, 64, 3, 3), 1, 1, 1),  # 3x3 over 2x2
+    ((8, 64, 1, 1), (64, 64, 3, 3), 1, 1, 1),  # 3x3 over one pixel
+    ((4, 32, 4, 4), (64, 32, 3, 3), 2, 1, 1),  # stride 2 down to 2x2 (its input grad)
+    ((32, 64, 2, 2), (32, 64, 3, 2), (2, 1), (1, 0), 1),  # rectangular, mixed stride
+    ((8, 32, 2, 2), (32, 32, 3, 3), 1, 2, 2),  # dilated, padded
+    ((16, 64, 2), (32, 64, 5), 1, 2, 1),  # conv1d
+    ((4, 32, 2, 2, 2), (16, 32, 3, 3, 3), 1, 1, 1),  # conv3d
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,stride,padding,dilation", SMALL_IMAGE_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_convolution_of_a_small_image_under_a_large_window(x_shape, w_shape, stride, padding, dilation,
+                                                           dtype):
+    conv = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[len(x_shape)]
+    x, w, bias = randn(x_shape, dtype), randn(w_shape, dtype, seed=1), randn(w_shape[:1], dtype, seed=2)
+    check_grad(lambda x, w, b: conv(x, w, b, stride, padding, dilation), [x, w, bias], **TOL[dtype])
+
+
+@pytest.mark.parametrize("stride,padding,output_padding", [(2, 1, 1), (1, 1, 0), (3, 0, 2)])
+def test_conv_transpose2d_of_a_small_image(stride, padding, output_padding):
+    x, w = randn((8, 64, 1, 2)), randn((64, 32, 3, 3), seed=1)
+    check_grad(lambda x, w: F.conv_transpose2d(x, w, None, stride, padding, output_padding), [x, w], **F32)
+
+
 @pytest.mark.parametrize("needs_grad", [[False, True, True], [True, False, False], [True, True, False]])
 def test_conv2d_frozen_arguments(needs_grad):
     """Only some gradients wanted: convolution_backward's output_mask."""

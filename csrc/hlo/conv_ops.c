@@ -1,6 +1,7 @@
 /* convolution and reduce_window (the ops with a sliding window), and index
  * arithmetic. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hlo/builder_impl.h"
@@ -42,6 +43,110 @@ static int64_t window_count(int64_t size, int64_t lo, int64_t hi, int64_t base_d
   return span < extent ? 0 : (span - extent) / stride + 1;
 }
 
+/* Whether the window covers more positions than the input has (a small
+ * image deep in a network, or the input grad of a strided convolution into
+ * one) with enough arithmetic to matter. XLA then swaps the operands, and
+ * XLA CPU runs the swapped form as a plain loop nest: a 3x3 convolution of
+ * 256 features over a 2x2 image took 34 ms there, ten times PyTorch's. Such
+ * a convolution is a small matrix product of the input's patches instead,
+ * once it has over about 2^18 multiply-adds of the input's own elements:
+ * below that the loop nest is as fast as the patches' several kernels. The
+ * patches also multiply the zeros a dilated input (a strided
+ * convolution's input grad) holds between its elements, which the loop
+ * nest skips, hence the threshold's factor. Grouped convolutions keep the
+ * op (XLA leaves them unswapped). */
+static bool window_exceeds_input(const hlo_conv* c, const hlo_type* l, const hlo_type* r,
+                                 const hlo_type* out) {
+  if (c->feature_groups != 1 || c->batch_groups != 1) return false;
+  int64_t window = 1, input = 1;
+  double multiply_adds = (double)out->dims[0] * (double)out->dims[1], threshold = 1 << 18;
+  multiply_adds *= (double)l->dims[c->lhs_feature_first ? 0 : 1];
+  for (int i = 0; i < c->spatial; i++) {
+    window *= r->dims[i + 2];
+    input *= l->dims[i + 2];
+    multiply_adds *= (double)out->dims[i + 2] * (double)r->dims[i + 2];
+    threshold *= (double)(c->lhs_dilation[i] * c->lhs_dilation[i]);
+  }
+  return window > input && multiply_adds >= threshold;
+}
+
+/* Dims 0 and 1 of x exchanged. */
+static hlo_value swap_leading(hlo_builder* b, hlo_value x) {
+  int64_t perm[TPU_MAX_RANK] = {1, 0};
+  for (int i = 2; i < hlo_type_of(b, x)->rank; i++) perm[i] = i;
+  return hlo_transpose(b, x, perm);
+}
+
+/* The kernel offsets along spatial dim i whose slices read at least one
+ * input element rather than only padding (a one-pixel image under a 3x3
+ * window reads through its centre alone): [*first, *last], or the whole
+ * kernel where none does (every output is then zero). */
+static void offsets_reading_input(const hlo_conv* c, int i, int64_t input, int64_t kernel,
+                                  int64_t outputs, int64_t* first, int64_t* last) {
+  *first = kernel;
+  *last = -1;
+  for (int64_t k = 0; k < kernel; k++)
+    for (int64_t t = 0; t < outputs; t++) {
+      int64_t at = k * c->rhs_dilation[i] + t * c->strides[i] - c->pad_lo[i];
+      if (at >= 0 && at % c->lhs_dilation[i] == 0 && at / c->lhs_dilation[i] < input) {
+        if (k < *first) *first = k;
+        *last = k;
+        break;
+      }
+    }
+  if (*last < 0) *first = 0, *last = kernel - 1;
+}
+
+/* The convolution as one dot: the input dilated and padded, one strided
+ * slice per kernel offset that reads any input, stacked as [B, F, K,
+ * out...] and contracted over F and K with the kernel's same offsets read
+ * as [O, F, K]. */
+static hlo_value conv_as_patches(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hlo_conv* c,
+                                 const hlo_type* out, tpu_dtype result_dtype) {
+  int n = c->spatial, rank = n + 2;
+  if (c->lhs_feature_first) lhs = swap_leading(b, lhs);
+  if (c->rhs_input_first) rhs = swap_leading(b, rhs);
+  hlo_type l = *hlo_type_of(b, lhs), r = *hlo_type_of(b, rhs);
+  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK] = {0}, interior[TPU_MAX_RANK] = {0};
+  int64_t first[TPU_MAX_RANK] = {0}, last[TPU_MAX_RANK] = {r.dims[0] - 1, r.dims[1] - 1};
+  int64_t unit[TPU_MAX_RANK], span[TPU_MAX_RANK], positions = 1;
+  for (int i = 0; i < rank; i++) unit[i] = 1;
+  for (int i = 0; i < n; i++) {
+    lo[i + 2] = c->pad_lo[i];
+    hi[i + 2] = c->pad_hi[i];
+    interior[i + 2] = c->lhs_dilation[i] - 1;
+    offsets_reading_input(c, i, l.dims[i + 2], r.dims[i + 2], out->dims[i + 2], &first[i + 2],
+                          &last[i + 2]);
+    span[i] = last[i + 2] - first[i + 2] + 1;
+    positions *= span[i];
+    last[i + 2]++; /* a slice limit from here on */
+  }
+  last[0]++, last[1]++;
+  hlo_value padded = hlo_pad(b, lhs, hlo_constant(b, l.dtype, 0), lo, hi, interior);
+  hlo_value* slices = malloc((size_t)positions * sizeof *slices);
+  if (!slices) return hlo_fail(b, TPU_OUT_OF_MEMORY, "out of host memory building a convolution");
+  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK] = {l.dims[0], l.dims[1]};
+  int64_t strides[TPU_MAX_RANK] = {1, 1}, stacked[TPU_MAX_RANK + 1] = {l.dims[0], l.dims[1], 1};
+  for (int64_t k = 0; k < positions; k++) {
+    for (int64_t i = n - 1, rest = k; i >= 0; rest /= span[i], i--) {
+      start[i + 2] = (first[i + 2] + rest % span[i]) * c->rhs_dilation[i];
+      limit[i + 2] = start[i + 2] + (out->dims[i + 2] - 1) * c->strides[i] + 1;
+      strides[i + 2] = c->strides[i];
+      stacked[i + 3] = out->dims[i + 2];
+    }
+    slices[k] = hlo_reshape(b, hlo_slice(b, padded, start, limit, strides), rank + 1, stacked);
+  }
+  hlo_value patches = hlo_concatenate(b, slices, (int)positions, 2);
+  free(slices);
+  int64_t kernel[3] = {r.dims[0], r.dims[1], positions}, contract[2] = {1, 2};
+  rhs = hlo_reshape(b, hlo_slice(b, rhs, first, last, unit), 3, kernel);
+  hlo_value y = hlo_dot_general(b, patches, rhs, NULL, NULL, 0, contract, contract, 2, result_dtype);
+  /* y is [B, out..., O]. */
+  int64_t perm[TPU_MAX_RANK] = {c->out_feature_first ? n + 1 : 0, c->out_feature_first ? 0 : n + 1};
+  for (int i = 0; i < n; i++) perm[i + 2] = i + 1;
+  return hlo_transpose(b, y, perm);
+}
+
 hlo_value hlo_convolution(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hlo_conv* c,
                           tpu_dtype result_dtype) {
   hlo_value operands[2] = {lhs, rhs};
@@ -59,6 +164,7 @@ hlo_value hlo_convolution(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hl
   for (int i = 0; i < n; i++)
     out.dims[i + 2] = window_count(l.dims[i + 2], c->pad_lo[i], c->pad_hi[i], c->lhs_dilation[i],
                                    r.dims[i + 2], c->rhs_dilation[i], c->strides[i]);
+  if (window_exceeds_input(c, &l, &r, &out)) return conv_as_patches(b, lhs, rhs, c, &out, result_dtype);
   char attrs[1024];
   size_t len = (size_t)snprintf(attrs, sizeof attrs, "dimension_numbers = #stablehlo.conv<");
   len = conv_layout(attrs, sizeof attrs, len, c->lhs_feature_first ? 'f' : 'b',
