@@ -112,18 +112,21 @@ std::unique_ptr<Program> capture_end(int device, const std::vector<at::Tensor>& 
   return std::make_unique<Program>(program, device, std::move(views));
 }
 
-template <typename T>
-void append(std::string& key, T value) {
-  key.append(reinterpret_cast<const char*>(&value), sizeof value);
-}
+// One tensor's part of a call's key, ahead of its sizes and strides.
+struct TensorKey {
+  int16_t dtype, device_type, device_index, dim;
+  int64_t offset, nbytes, shared;
+};
 
 // A compiled graph's call in one pass: the signature its captured program
 // depends on (each tensor's dtype, device, view layout and storage size,
 // which inputs share a storage; the other arguments by type and value) and
 // its tensor inputs, CPU ones copied to the tpu. Per call, so in C++: a
-// train step's graphs take hundreds of tensors.
+// train step's graphs take hundreds of tensors, so the key is written a
+// few blocks a tensor into a buffer the thread keeps.
 py::tuple graph_call(const py::sequence& args) {
-  std::string key;
+  thread_local std::string key;
+  key.clear();
   py::list others;
   std::vector<at::Tensor> inputs;
   inputs.reserve(args.size());
@@ -136,19 +139,15 @@ py::tuple graph_call(const py::sequence& args) {
     const at::Tensor& t = THPVariable_Unpack(a.ptr());
     bool on_cpu = t.device().type() == c10::kCPU;
     auto& storages = on_cpu ? cpu_storages : tpu_storages;
-    const void* data = t.storage().data_ptr().get();
-    int64_t shared = storages.emplace(data, static_cast<int64_t>(storages.size())).first->second;
-    append(key, static_cast<int16_t>(t.scalar_type()));
-    append(key, static_cast<int16_t>(t.device().type()));
-    append(key, static_cast<int16_t>(t.device().index()));
-    append(key, static_cast<int16_t>(t.dim()));
-    for (int64_t d = 0; d < t.dim(); d++) {
-      append(key, t.size(d));
-      append(key, t.stride(d));
-    }
-    append(key, t.storage_offset());
-    append(key, static_cast<int64_t>(t.storage().nbytes()));
-    append(key, shared * 2 + (on_cpu ? 1 : 0));
+    const c10::Storage& storage = t.unsafeGetTensorImpl()->unsafe_storage();
+    int64_t shared = storages.emplace(storage.data(), static_cast<int64_t>(storages.size())).first->second;
+    TensorKey head = {static_cast<int16_t>(t.scalar_type()), static_cast<int16_t>(t.device().type()),
+                      static_cast<int16_t>(t.device().index()), static_cast<int16_t>(t.dim()),
+                      t.storage_offset(), static_cast<int64_t>(storage.nbytes()),
+                      shared * 2 + (on_cpu ? 1 : 0)};
+    key.append(reinterpret_cast<const char*>(&head), sizeof head);
+    key.append(reinterpret_cast<const char*>(t.sizes().data()), t.dim() * sizeof(int64_t));
+    key.append(reinterpret_cast<const char*>(t.strides().data()), t.dim() * sizeof(int64_t));
     inputs.push_back(on_cpu ? t.to(c10::Device(c10::DeviceType::PrivateUse1,
                                                static_cast<c10::DeviceIndex>(current_device())))
                             : t);
