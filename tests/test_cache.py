@@ -47,6 +47,19 @@ def test_second_process_compiles_nothing(warm):
     assert hot["stats"]["entries"] == len(cache_files(cache_dir)) > 0
 
 
+def test_other_xla_flags_compile_afresh(warm):
+    # XLA_FLAGS change what XLA compiles (here fast math), so a process with
+    # other flags never loads the files made without them, and makes its own.
+    cache_dir, cold = warm
+    other = run(cache_dir, XLA_FLAGS="--xla_cpu_enable_fast_math=true")
+    assert other["counters"]["compile"] == cold["counters"]["compile"]
+    assert other["counters"]["disk_cache_hit"] == 0
+    assert len(cache_files(cache_dir)) == 2 * cold["counters"]["compile"]
+    again = run(cache_dir, XLA_FLAGS="--xla_cpu_enable_fast_math=true")
+    assert again["counters"]["compile"] == 0
+    assert again["values"] == other["values"]
+
+
 def test_warm_start_prefetches_the_last_sessions_programs(tmp_path):
     cold = run(tmp_path)
     n = cold["counters"]["compile"]

@@ -2,12 +2,14 @@
  * accounting and the cache of small scalar buffers. */
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <sys/stat.h>
 
 #include "cache/disk_cache.h"
 #include "cache/prefetch.h"
+#include "cache/program_cache.h"
 #include "exec/graph.h"
 #include "exec/runtime_impl.h"
 
@@ -158,11 +160,17 @@ tpu_status tpu_cache_configure(const char* dir, int64_t max_bytes) {
      * report the same XLA version for different builds. */
     struct stat st = {0};
     stat(tpu_pjrt_plugin_path(pjrt), &st);
+    /* XLA reads its debug options (XLA_FLAGS: fast math, ISA, fusion
+     * choices) from the environment when it compiles, so they are part of
+     * what a file was compiled under. */
+    const char* flags = getenv("XLA_FLAGS");
+    flags = flags ? flags : "";
     char identity[2048];
-    snprintf(identity, sizeof identity, "%s|%s|pjrt %d.%d|xla %s|%s|%lld|%lld|%s",
+    snprintf(identity, sizeof identity, "%s|%s|pjrt %d.%d|xla %s|%s|%lld|%lld|%s|XLA_FLAGS %016llx",
              tpu_pjrt_platform_name(pjrt), tpu_pjrt_platform_version(pjrt), tpu_pjrt_api_major(pjrt),
              tpu_pjrt_api_minor(pjrt), tpu_pjrt_xla_version(pjrt), tpu_pjrt_plugin_path(pjrt),
-             (long long)st.st_size, (long long)st.st_mtime, tpu_pjrt_compile_options_name());
+             (long long)st.st_size, (long long)st.st_mtime, tpu_pjrt_compile_options_name(),
+             (unsigned long long)cache_hash(flags, strlen(flags), 0));
     status = disk_cache_configure(dir, max_bytes, identity);
   }
   runtime_unlock();
