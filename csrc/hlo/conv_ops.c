@@ -43,20 +43,21 @@ static int64_t window_count(int64_t size, int64_t lo, int64_t hi, int64_t base_d
   return span < extent ? 0 : (span - extent) / stride + 1;
 }
 
-/* Whether the window covers more positions than the input has (a small
- * image deep in a network, or the input grad of a strided convolution into
- * one) with enough arithmetic to matter. XLA then swaps the operands, and
- * XLA CPU runs the swapped form as a plain loop nest: a 3x3 convolution of
- * 256 features over a 2x2 image took 34 ms there, ten times PyTorch's. Such
- * a convolution is a small matrix product of the input's patches instead,
- * once it has over about 2^18 multiply-adds of the input's own elements:
- * below that the loop nest is as fast as the patches' several kernels. The
- * patches also multiply the zeros a dilated input (a strided
- * convolution's input grad) holds between its elements, which the loop
- * nest skips, hence the threshold's factor. Grouped convolutions keep the
- * op (XLA leaves them unswapped). */
-static bool window_exceeds_input(const hlo_conv* c, const hlo_type* l, const hlo_type* r,
-                                 const hlo_type* out) {
+/* Whether a convolution runs as patches: its window covers more positions
+ * than its input has (a small image deep in a network, or the input grad of
+ * a strided convolution into one), with enough arithmetic to matter. XLA
+ * swaps the operands of such a convolution, and XLA CPU runs the swapped
+ * form as a plain loop nest: a 3x3 convolution of 256 features over a 2x2
+ * image took 34 ms there, ten times PyTorch's. As a matrix product of the
+ * input's patches it takes a tenth of that, once it has over about 2^18
+ * multiply-adds of the input's own elements: below that the loop nest is as
+ * fast as the patches' several kernels. The patches also multiply the
+ * zeros a dilated input (a strided convolution's input grad) holds between
+ * its elements, which the loop nest skips, hence the threshold's factor.
+ * Grouped convolutions keep the op (XLA leaves them unswapped), as do
+ * windows of over 1,024 positions (a slice each makes a large program). */
+static bool runs_as_patches(const hlo_conv* c, const hlo_type* l, const hlo_type* r,
+                            const hlo_type* out) {
   if (c->feature_groups != 1 || c->batch_groups != 1) return false;
   int64_t window = 1, input = 1;
   double multiply_adds = (double)out->dims[0] * (double)out->dims[1], threshold = 1 << 18;
@@ -67,7 +68,7 @@ static bool window_exceeds_input(const hlo_conv* c, const hlo_type* l, const hlo
     multiply_adds *= (double)out->dims[i + 2] * (double)r->dims[i + 2];
     threshold *= (double)(c->lhs_dilation[i] * c->lhs_dilation[i]);
   }
-  return window > input && multiply_adds >= threshold;
+  return window > input && window <= 1024 && multiply_adds >= threshold;
 }
 
 /* Dims 0 and 1 of x exchanged. */
@@ -164,7 +165,7 @@ hlo_value hlo_convolution(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hl
   for (int i = 0; i < n; i++)
     out.dims[i + 2] = window_count(l.dims[i + 2], c->pad_lo[i], c->pad_hi[i], c->lhs_dilation[i],
                                    r.dims[i + 2], c->rhs_dilation[i], c->strides[i]);
-  if (window_exceeds_input(c, &l, &r, &out)) return conv_as_patches(b, lhs, rhs, c, &out, result_dtype);
+  if (runs_as_patches(c, &l, &r, &out)) return conv_as_patches(b, lhs, rhs, c, &out, result_dtype);
   char attrs[1024];
   size_t len = (size_t)snprintf(attrs, sizeof attrs, "dimension_numbers = #stablehlo.conv<");
   len = conv_layout(attrs, sizeof attrs, len, c->lhs_feature_first ? 'f' : 'b',
