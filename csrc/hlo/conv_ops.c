@@ -43,6 +43,36 @@ static int64_t window_count(int64_t size, int64_t lo, int64_t hi, int64_t base_d
   return span < extent ? 0 : (span - extent) / stride + 1;
 }
 
+hlo_value hlo_patches(hlo_builder* b, hlo_value x, int n, const int64_t* first, const int64_t* span,
+                      const int64_t* dilation, const int64_t* stride, const int64_t* count) {
+  if (!values_valid(b, &x, 1)) return HLO_INVALID;
+  hlo_type t = *hlo_type_of(b, x);
+  if (n < 1 || n > t.rank || t.rank >= TPU_MAX_RANK)
+    return hlo_fail(b, TPU_INTERNAL, "patches over %d dims of a rank-%d value", n, t.rank);
+  int lead = t.rank - n;
+  int64_t positions = 1;
+  for (int i = 0; i < n; i++) positions *= span[i];
+  hlo_value* slices = malloc((size_t)positions * sizeof *slices);
+  if (!slices) return hlo_fail(b, TPU_OUT_OF_MEMORY, "out of host memory building patches");
+  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK], step[TPU_MAX_RANK], stacked[TPU_MAX_RANK + 1];
+  for (int d = 0; d < lead; d++) limit[d] = stacked[d] = t.dims[d], step[d] = 1;
+  stacked[lead] = 1;
+  for (int64_t k = 0; k < positions; k++) {
+    int64_t rest = k;
+    for (int i = n - 1; i >= 0; rest /= span[i], i--) {
+      int d = lead + i;
+      start[d] = (first[i] + rest % span[i]) * dilation[i];
+      limit[d] = start[d] + (count[i] - 1) * stride[i] + 1;
+      step[d] = stride[i];
+      stacked[d + 1] = count[i];
+    }
+    slices[k] = hlo_reshape(b, hlo_slice(b, x, start, limit, step), t.rank + 1, stacked);
+  }
+  hlo_value patches = hlo_concatenate(b, slices, (int)positions, lead);
+  free(slices);
+  return patches;
+}
+
 /* Whether a convolution runs as patches: its window covers more positions
  * than its input has (a small image deep in a network, or the input grad of
  * a strided convolution into one), with enough arithmetic to matter. XLA
@@ -58,7 +88,7 @@ static int64_t window_count(int64_t size, int64_t lo, int64_t hi, int64_t base_d
  * windows of over 1,024 positions (a slice each makes a large program). */
 static bool runs_as_patches(const hlo_conv* c, const hlo_type* l, const hlo_type* r,
                             const hlo_type* out) {
-  if (c->feature_groups != 1 || c->batch_groups != 1) return false;
+  if (c->feature_groups != 1 || c->batch_groups != 1 || c->spatial + 3 > TPU_MAX_RANK) return false;
   int64_t window = 1, input = 1;
   double multiply_adds = (double)out->dims[0] * (double)out->dims[1], threshold = 1 << 18;
   multiply_adds *= (double)l->dims[c->lhs_feature_first ? 0 : 1];
@@ -110,7 +140,7 @@ static hlo_value conv_as_patches(hlo_builder* b, hlo_value lhs, hlo_value rhs, c
   hlo_type l = *hlo_type_of(b, lhs), r = *hlo_type_of(b, rhs);
   int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK] = {0}, interior[TPU_MAX_RANK] = {0};
   int64_t first[TPU_MAX_RANK] = {0}, last[TPU_MAX_RANK] = {r.dims[0] - 1, r.dims[1] - 1};
-  int64_t unit[TPU_MAX_RANK], span[TPU_MAX_RANK], positions = 1;
+  int64_t unit[TPU_MAX_RANK], span[HLO_MAX_SPATIAL], positions = 1;
   for (int i = 0; i < rank; i++) unit[i] = 1;
   for (int i = 0; i < n; i++) {
     lo[i + 2] = c->pad_lo[i];
@@ -124,21 +154,7 @@ static hlo_value conv_as_patches(hlo_builder* b, hlo_value lhs, hlo_value rhs, c
   }
   last[0]++, last[1]++;
   hlo_value padded = hlo_pad(b, lhs, hlo_constant(b, l.dtype, 0), lo, hi, interior);
-  hlo_value* slices = malloc((size_t)positions * sizeof *slices);
-  if (!slices) return hlo_fail(b, TPU_OUT_OF_MEMORY, "out of host memory building a convolution");
-  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK] = {l.dims[0], l.dims[1]};
-  int64_t strides[TPU_MAX_RANK] = {1, 1}, stacked[TPU_MAX_RANK + 1] = {l.dims[0], l.dims[1], 1};
-  for (int64_t k = 0; k < positions; k++) {
-    for (int64_t i = n - 1, rest = k; i >= 0; rest /= span[i], i--) {
-      start[i + 2] = (first[i + 2] + rest % span[i]) * c->rhs_dilation[i];
-      limit[i + 2] = start[i + 2] + (out->dims[i + 2] - 1) * c->strides[i] + 1;
-      strides[i + 2] = c->strides[i];
-      stacked[i + 3] = out->dims[i + 2];
-    }
-    slices[k] = hlo_reshape(b, hlo_slice(b, padded, start, limit, strides), rank + 1, stacked);
-  }
-  hlo_value patches = hlo_concatenate(b, slices, (int)positions, 2);
-  free(slices);
+  hlo_value patches = hlo_patches(b, padded, n, first + 2, span, c->rhs_dilation, c->strides, out->dims + 2);
   int64_t kernel[3] = {r.dims[0], r.dims[1], positions}, contract[2] = {1, 2};
   rhs = hlo_reshape(b, hlo_slice(b, rhs, first, last, unit), 3, kernel);
   hlo_value y = hlo_dot_general(b, patches, rhs, NULL, NULL, 0, contract, contract, 2, result_dtype);

@@ -40,6 +40,14 @@ typedef struct hlo_window {
   int64_t pad_hi[TPU_MAX_RANK];
 } hlo_window;
 
+/* The patches of x's last n dims (padded already) under a sliding window:
+ * for each kernel offset in the box from `first` spanning `span` (row-major
+ * order), the strided slice starting at offset * dilation with `count`
+ * elements `stride` apart, stacked on a new dim before the n:
+ * [.., K, count...] (im2col, and convolutions as one dot). */
+hlo_value hlo_patches(hlo_builder* b, hlo_value x, int n, const int64_t* first, const int64_t* span,
+                      const int64_t* dilation, const int64_t* stride, const int64_t* count);
+
 /* A window of size 1, stride 1, no padding for a rank-`rank` operand. */
 hlo_window hlo_window_identity(int rank);
 

@@ -6,8 +6,7 @@
  * the columns back at their positions. Each is the other's backward. One
  * strided slice (im2col) or one interior-padded add (col2im) per kernel
  * position; the sums of col2im run in float32 for float16/bfloat16. */
-#include <stdlib.h>
-
+#include "hlo/conv_ops.h"
 #include "hlo/slice_ops.h"
 #include "ops/families.h"
 
@@ -45,6 +44,22 @@ static bool read_params(tpu_lowering* l, int first, const int64_t* size, fold_pa
   return true;
 }
 
+static tpu_status lower_im2col(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0), out = tpu_lower_output_type(l, 0);
+  fold_params p;
+  if (!read_params(l, 1, in.dims + in.rank - 2, &p)) return NULL;
+  hlo_value x = tpu_lower_tensor(l, 0);
+  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK] = {0}, interior[TPU_MAX_RANK] = {0};
+  for (int i = 0; i < 2; i++) lo[in.rank - 2 + i] = hi[in.rank - 2 + i] = p.padding[i];
+  hlo_value padded = hlo_pad(b, x, hlo_constant(b, in.dtype, 0), lo, hi, interior);
+  /* [.., C, kh*kw, blocks H, blocks W], read as [.., C*kh*kw, L]. */
+  int64_t first[2] = {0, 0};
+  hlo_value patches = hlo_patches(b, padded, 2, first, p.kernel, p.dilation, p.stride, p.blocks);
+  tpu_lower_set_output(l, 0, hlo_reshape(b, patches, out.rank, out.dims));
+  return NULL;
+}
+
 /* The [.., C, blocks H, blocks W] grid of kernel position (ki, kj)'s
  * elements in an image of `rank` padded by p->padding. */
 static void block_grid(const fold_params* p, int rank, const int64_t* dims, int64_t ki, int64_t kj,
@@ -57,34 +72,6 @@ static void block_grid(const fold_params* p, int rank, const int64_t* dims, int6
     limit[d] = start[d] + (p->blocks[i] - 1) * p->stride[i] + 1;
     step[d] = p->stride[i];
   }
-}
-
-static tpu_status lower_im2col(tpu_lowering* l) {
-  hlo_builder* b = tpu_lower_builder(l);
-  hlo_type in = tpu_lower_arg_type(l, 0), out = tpu_lower_output_type(l, 0);
-  fold_params p;
-  if (!read_params(l, 1, in.dims + in.rank - 2, &p)) return NULL;
-  hlo_value x = tpu_lower_tensor(l, 0);
-  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK] = {0}, interior[TPU_MAX_RANK] = {0};
-  for (int i = 0; i < 2; i++) lo[in.rank - 2 + i] = hi[in.rank - 2 + i] = p.padding[i];
-  hlo_value padded = hlo_pad(b, x, hlo_constant(b, in.dtype, 0), lo, hi, interior);
-  hlo_type pt = *hlo_type_of(b, padded);
-  int64_t positions = p.kernel[0] * p.kernel[1];
-  hlo_value* columns = malloc((size_t)positions * sizeof *columns);
-  if (!columns) return TPU_ERROR(TPU_OUT_OF_MEMORY, "aten::im2col: out of host memory");
-  /* Each kernel position's blocks as [.., C, 1, L]; joined on that 1. */
-  hlo_type column = in;
-  column.dims[in.rank - 2] = 1;
-  column.dims[in.rank - 1] = p.blocks[0] * p.blocks[1];
-  for (int64_t k = 0; k < positions; k++) {
-    int64_t start[TPU_MAX_RANK], limit[TPU_MAX_RANK], step[TPU_MAX_RANK];
-    block_grid(&p, in.rank, pt.dims, k / p.kernel[1], k % p.kernel[1], start, limit, step);
-    columns[k] = hlo_reshape(b, hlo_slice(b, padded, start, limit, step), column.rank, column.dims);
-  }
-  hlo_value joined = hlo_concatenate(b, columns, (int)positions, in.rank - 2);
-  free(columns);
-  tpu_lower_set_output(l, 0, hlo_reshape(b, joined, out.rank, out.dims));
-  return NULL;
 }
 
 static tpu_status lower_col2im(tpu_lowering* l) {
