@@ -17,9 +17,15 @@ print(json.dumps({"values": y.cpu().tolist(), "counters": torch_tpu.metrics.coun
 """
 
 
+def process_env(cache_dir, **env):
+    # Strict mode unless env says: the counts below are of its per-op programs.
+    return dict(os.environ, TORCH_TPU_CACHE_DIR=str(cache_dir), TORCH_TPU_EAGER_MODE="strict",
+                **{k: str(v) for k, v in env.items()})
+
+
 def run(cache_dir, **env):
-    full = dict(os.environ, TORCH_TPU_CACHE_DIR=str(cache_dir), **{k: str(v) for k, v in env.items()})
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=full, timeout=180)
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                         env=process_env(cache_dir, **env), timeout=180)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -129,9 +135,8 @@ def test_size_bound_evicts_least_recently_used(tmp_path):
 
 
 def test_concurrent_processes_share_a_directory(tmp_path):
-    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path))
     procs = [subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env) for _ in range(3)]
+                              text=True, env=process_env(tmp_path)) for _ in range(3)]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=300)
