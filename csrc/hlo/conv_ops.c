@@ -110,22 +110,23 @@ static hlo_value swap_leading(hlo_builder* b, hlo_value x) {
 
 /* The kernel offsets along spatial dim i whose slices read at least one
  * input element rather than only padding (a one-pixel image under a 3x3
- * window reads through its centre alone): [*first, *last], or the whole
- * kernel where none does (every output is then zero). */
+ * window reads through its centre alone): `*count` of them from `*first`,
+ * or the whole kernel where none does (every output is then zero). */
 static void offsets_reading_input(const hlo_conv* c, int i, int64_t input, int64_t kernel,
-                                  int64_t outputs, int64_t* first, int64_t* last) {
-  *first = kernel;
-  *last = -1;
+                                  int64_t outputs, int64_t* first, int64_t* count) {
+  int64_t lowest = kernel, highest = -1;
   for (int64_t k = 0; k < kernel; k++)
     for (int64_t t = 0; t < outputs; t++) {
       int64_t at = k * c->rhs_dilation[i] + t * c->strides[i] - c->pad_lo[i];
       if (at >= 0 && at % c->lhs_dilation[i] == 0 && at / c->lhs_dilation[i] < input) {
-        if (k < *first) *first = k;
-        *last = k;
+        if (k < lowest) lowest = k;
+        highest = k;
         break;
       }
     }
-  if (*last < 0) *first = 0, *last = kernel - 1;
+  if (highest < 0) lowest = 0, highest = kernel - 1;
+  *first = lowest;
+  *count = highest - lowest + 1;
 }
 
 /* The convolution as one dot: the input dilated and padded, one strided
@@ -139,24 +140,23 @@ static hlo_value conv_as_patches(hlo_builder* b, hlo_value lhs, hlo_value rhs, c
   if (c->rhs_input_first) rhs = swap_leading(b, rhs);
   hlo_type l = *hlo_type_of(b, lhs), r = *hlo_type_of(b, rhs);
   int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK] = {0}, interior[TPU_MAX_RANK] = {0};
-  int64_t first[TPU_MAX_RANK] = {0}, last[TPU_MAX_RANK] = {r.dims[0] - 1, r.dims[1] - 1};
-  int64_t unit[TPU_MAX_RANK], span[HLO_MAX_SPATIAL], positions = 1;
+  int64_t first[HLO_MAX_SPATIAL], span[HLO_MAX_SPATIAL], positions = 1;
+  /* The kernel's part at those offsets: [O, F, span...]. */
+  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK] = {r.dims[0], r.dims[1]}, unit[TPU_MAX_RANK];
   for (int i = 0; i < rank; i++) unit[i] = 1;
   for (int i = 0; i < n; i++) {
     lo[i + 2] = c->pad_lo[i];
     hi[i + 2] = c->pad_hi[i];
     interior[i + 2] = c->lhs_dilation[i] - 1;
-    offsets_reading_input(c, i, l.dims[i + 2], r.dims[i + 2], out->dims[i + 2], &first[i + 2],
-                          &last[i + 2]);
-    span[i] = last[i + 2] - first[i + 2] + 1;
+    offsets_reading_input(c, i, l.dims[i + 2], r.dims[i + 2], out->dims[i + 2], &first[i], &span[i]);
+    start[i + 2] = first[i];
+    limit[i + 2] = first[i] + span[i];
     positions *= span[i];
-    last[i + 2]++; /* a slice limit from here on */
   }
-  last[0]++, last[1]++;
   hlo_value padded = hlo_pad(b, lhs, hlo_constant(b, l.dtype, 0), lo, hi, interior);
-  hlo_value patches = hlo_patches(b, padded, n, first + 2, span, c->rhs_dilation, c->strides, out->dims + 2);
+  hlo_value patches = hlo_patches(b, padded, n, first, span, c->rhs_dilation, c->strides, out->dims + 2);
   int64_t kernel[3] = {r.dims[0], r.dims[1], positions}, contract[2] = {1, 2};
-  rhs = hlo_reshape(b, hlo_slice(b, rhs, first, last, unit), 3, kernel);
+  rhs = hlo_reshape(b, hlo_slice(b, rhs, start, limit, unit), 3, kernel);
   hlo_value y = hlo_dot_general(b, patches, rhs, NULL, NULL, 0, contract, contract, 2, result_dtype);
   /* y is [B, out..., O]. */
   int64_t perm[TPU_MAX_RANK] = {c->out_feature_first ? n + 1 : 0, c->out_feature_first ? 0 : n + 1};
