@@ -3,6 +3,7 @@ forward, backward and optimizer steps, in-place updates of inputs, random
 ops, new shapes, graph breaks and errors. Tolerances are float32's (see
 parity.py) unless stated."""
 import copy
+import operator
 
 import pytest
 import torch
@@ -238,6 +239,31 @@ def test_each_input_layout_sharing_and_value_gets_its_own_program():
         (out,) = graph(x, y, k)
         assert out.device.type == "tpu"
         assert_close(out, x.cpu() * k + y.cpu())
+        assert len(graph.programs) == programs
+
+
+def test_storage_sharing_among_many_inputs_keys_the_program():
+    """Which of many inputs share a storage is part of the key (numbered in
+    order of first sight), whatever their number."""
+    from torch_tpu.backend import CompiledGraph
+
+    fx_graph = torch.fx.Graph()
+    total = None
+    for i in range(40):  # sum of x_i * (i + 1)
+        term = fx_graph.call_function(operator.mul, (fx_graph.placeholder(f"x{i}"), i + 1))
+        total = term if total is None else fx_graph.call_function(operator.add, (total, term))
+    fx_graph.output((total,))
+    graph = CompiledGraph(torch.fx.GraphModule(torch.nn.Module(), fx_graph))
+    bases = [torch.randn(3, 4) for _ in range(40)]
+    distinct = [b.to("tpu") for b in bases]
+    shared = list(distinct)
+    shared[39] = distinct[0]  # the last input is the first one's storage
+    rows = distinct[0].reshape(12)
+    viewed = [rows[0:4].view(1, 4).expand(3, 4)] + distinct[1:]  # a view, another layout
+    for args, programs in [(distinct, 1), (distinct, 1), (shared, 2), (viewed, 3), (shared, 3)]:
+        (out,) = graph(*args)
+        expect = sum(a.cpu() * (i + 1) for i, a in enumerate(args))
+        assert_close(out, expect)
         assert len(graph.programs) == programs
 
 

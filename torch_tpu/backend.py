@@ -70,6 +70,7 @@ class CompiledGraph:
         self._boxed_call = True
         self.gm = gm
         self.programs = {}
+        self.calls = _C._GraphCalls()
         self.cpu_outputs = self._cpu_outputs(gm)
         self.buckets = Buckets(gm, bucket_bound) if bucket_bound else None
         if self.buckets and not self.buckets.usable:
@@ -98,7 +99,7 @@ class CompiledGraph:
         # device, view layout and storage size, which inputs share a
         # storage, the other arguments' values) and the tensor inputs, CPU
         # ones copied over.
-        key, inputs = _C._graph_call(args)
+        key, inputs = self.calls.call(args)
         captured = self.programs.get(key)
         if captured is None:
             captured = self.programs[key] = self._capture(args, inputs)

@@ -118,48 +118,96 @@ struct TensorKey {
   int64_t offset, nbytes, shared;
 };
 
-// A compiled graph's call in one pass: the signature its captured program
-// depends on (each tensor's dtype, device, view layout and storage size,
-// which inputs share a storage; the other arguments by type and value) and
-// its tensor inputs, CPU ones copied to the tpu. Per call, so in C++: a
-// train step's graphs take hundreds of tensors, so the key is written a
-// few blocks a tensor into a buffer the thread keeps.
-py::tuple graph_call(const py::sequence& args) {
-  thread_local std::string key;
-  key.clear();
-  py::list others;
-  std::vector<at::Tensor> inputs;
-  inputs.reserve(args.size());
-  std::unordered_map<const void*, int64_t> cpu_storages, tpu_storages;
-  for (const py::handle& a : args) {
-    if (!THPVariable_Check(a.ptr())) {
-      others.append(py::make_tuple(py::type::handle_of(a), a));
-      continue;
-    }
-    const at::Tensor& t = THPVariable_Unpack(a.ptr());
-    bool on_cpu = t.device().type() == c10::kCPU;
-    auto& storages = on_cpu ? cpu_storages : tpu_storages;
-    const c10::Storage& storage = t.unsafeGetTensorImpl()->unsafe_storage();
-    int64_t shared = storages.emplace(storage.data(), static_cast<int64_t>(storages.size())).first->second;
-    TensorKey head = {static_cast<int16_t>(t.scalar_type()), static_cast<int16_t>(t.device().type()),
-                      static_cast<int16_t>(t.device().index()), static_cast<int16_t>(t.dim()),
-                      t.storage_offset(), static_cast<int64_t>(storage.nbytes()),
-                      shared * 2 + (on_cpu ? 1 : 0)};
-    key.append(reinterpret_cast<const char*>(&head), sizeof head);
-    key.append(reinterpret_cast<const char*>(t.sizes().data()), t.dim() * sizeof(int64_t));
-    key.append(reinterpret_cast<const char*>(t.strides().data()), t.dim() * sizeof(int64_t));
-    inputs.push_back(on_cpu ? t.to(c10::Device(c10::DeviceType::PrivateUse1,
-                                               static_cast<c10::DeviceIndex>(current_device())))
-                            : t);
+// Numbers a call's tensors by storage, in order of first sight: which
+// inputs share a storage is part of the key. An open-addressing table the
+// thread keeps, as a node per tensor (a train step's graphs take hundreds)
+// cost more than the rest of the key.
+class StorageNumbers {
+ public:
+  void reset(size_t tensors) {
+    bits_ = 4;
+    while ((size_t{1} << bits_) < 2 * tensors) bits_++;
+    slots_.assign(size_t{1} << bits_, Slot{});
+    counts_[0] = counts_[1] = 0;
   }
-  return py::make_tuple(py::make_tuple(py::bytes(key), py::tuple(others)), inputs);
-}
+  int64_t number(const void* storage, bool on_cpu) {
+    size_t mask = slots_.size() - 1;
+    // Fibonacci hashing: storages are aligned, so their low bits say little.
+    uint64_t mixed = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(storage)) * 0x9E3779B97F4A7C15ull;
+    for (size_t i = static_cast<size_t>(mixed >> (64 - bits_));; i = (i + 1) & mask) {
+      Slot& s = slots_[i];
+      if (s.used && s.storage == storage && s.on_cpu == on_cpu) return s.number;
+      if (!s.used) {
+        s = {storage, on_cpu, true, counts_[on_cpu]++};
+        return s.number;
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    const void* storage = nullptr;
+    bool on_cpu = false, used = false;
+    int64_t number = 0;
+  };
+  std::vector<Slot> slots_;
+  int bits_ = 4;
+  int64_t counts_[2] = {0, 0};
+};
+
+// A compiled graph's calls: each call's signature, which its captured
+// program depends on (each tensor's dtype, device, view layout and storage
+// size, which inputs share a storage; the other arguments by type and
+// value), and its tensor inputs, CPU ones copied to the tpu. The tensor
+// part of a signature runs to kilobytes in a train step's graphs: it is
+// written a few blocks a tensor into a buffer the thread keeps and
+// interned here as a number, so a call allocates and hashes no key object.
+class GraphCalls {
+ public:
+  py::tuple call(const py::sequence& args) {
+    thread_local std::string key;
+    thread_local StorageNumbers storages;
+    key.clear();
+    storages.reset(args.size());
+    py::list others;
+    std::vector<at::Tensor> inputs;
+    inputs.reserve(args.size());
+    for (const py::handle& a : args) {
+      if (!THPVariable_Check(a.ptr())) {
+        others.append(py::make_tuple(py::type::handle_of(a), a));
+        continue;
+      }
+      const at::Tensor& t = THPVariable_Unpack(a.ptr());
+      bool on_cpu = t.device().type() == c10::kCPU;
+      const c10::Storage& storage = t.unsafeGetTensorImpl()->unsafe_storage();
+      TensorKey head = {static_cast<int16_t>(t.scalar_type()), static_cast<int16_t>(t.device().type()),
+                        static_cast<int16_t>(t.device().index()), static_cast<int16_t>(t.dim()),
+                        t.storage_offset(), static_cast<int64_t>(storage.nbytes()),
+                        storages.number(storage.data(), on_cpu) * 2 + (on_cpu ? 1 : 0)};
+      key.append(reinterpret_cast<const char*>(&head), sizeof head);
+      key.append(reinterpret_cast<const char*>(t.sizes().data()), t.dim() * sizeof(int64_t));
+      key.append(reinterpret_cast<const char*>(t.strides().data()), t.dim() * sizeof(int64_t));
+      inputs.push_back(on_cpu ? t.to(c10::Device(c10::DeviceType::PrivateUse1,
+                                                 static_cast<c10::DeviceIndex>(current_device())))
+                              : t);
+    }
+    // Looked up before inserting: emplace would copy the key first, and a
+    // large allocation makes glibc consolidate its free lists.
+    auto found = ids_.find(key);
+    int64_t id = found != ids_.end() ? found->second
+                                     : ids_.emplace(key, static_cast<int64_t>(ids_.size())).first->second;
+    return py::make_tuple(py::make_tuple(id, py::tuple(others)), inputs);
+  }
+
+ private:
+  std::unordered_map<std::string, int64_t> ids_;
+};
 
 }  // namespace
 
 void register_program(py::module& m) {
   py::class_<Program>(m, "_Program").def("run", &Program::run).def("written_inputs", &Program::written_inputs);
-  m.def("_graph_call", &graph_call);
+  py::class_<GraphCalls>(m, "_GraphCalls").def(py::init<>()).def("call", &GraphCalls::call);
   m.def("_capture_begin", &capture_begin);
   m.def("_capture_end", &capture_end);
   m.def("_capture_abort", [](int device) { tpu_capture_abort(device); });
