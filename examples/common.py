@@ -7,6 +7,7 @@ import pathlib
 import time
 
 import torch
+import torch._dynamo
 
 
 def parser(description):
@@ -19,6 +20,8 @@ def parser(description):
     p.add_argument("--log-every", type=int, default=1, help="print every N steps")
     p.add_argument("--report", action="store_true",
                    help="end with the tpu device's name and the programs the run took")
+    p.add_argument("--compile", action="store_true",
+                   help="run each training step as a compiled function (compiled_step)")
     return p
 
 
@@ -46,8 +49,10 @@ def build_and_train(example, cfg, args):
     dev = device(args.device)
     model = example.build(cfg, args.seed).to(dev)
     print(f"{sum(p.numel() for p in model.parameters()):,} parameters on {dev}")
-    train(model, example.make_optimizer(model, cfg), example.loss_fn,
-          example.make_batches(cfg, args.steps, args.seed), dev, args.log_every)
+    optimizer = example.make_optimizer(model, cfg)
+    step_fn = compiled_step(model, optimizer, example.loss_fn, args.device) if args.compile else None
+    train(model, optimizer, example.loss_fn, example.make_batches(cfg, args.steps, args.seed), dev,
+          args.log_every, step_fn=step_fn)
     return model, dev
 
 
@@ -66,23 +71,53 @@ def to_device(batch, dev):
     return tuple(t.to(dev) for t in batch)
 
 
-def train(model, optimizer, loss_fn, batches, dev, log_every=1, callback=None):
+def compiled_step(model, optimizer, loss_fn, device="tpu"):
+    """One training step (forward, loss, backward, optimizer step) as one
+    function compiled by torch.compile, with the backend for `device` ("tpu",
+    or inductor on "cpu"): step(batch) -> the loss, detached. Gradients must be
+    zeroed before each call (dynamo does not trace Optimizer.zero_grad).
+
+    With dynamo's trace_autograd_ops, loss.backward() is traced instead of
+    breaking the graph, so forward and backward are one program; torch.optim
+    breaks the graph around its step, so the update is a second one. The loss
+    is detached before that break: a tensor that crosses it with the backward's
+    graph would make dynamo give up on tracing the backward."""
+
+    def step(batch):
+        loss = loss_fn(model, batch)
+        loss.backward()
+        loss = loss.detach()
+        optimizer.step()
+        return loss
+
+    compiled = torch.compile(step, backend="tpu" if device == "tpu" else "inductor")
+    return torch._dynamo.config.patch(trace_autograd_ops=True)(compiled)
+
+
+def train(model, optimizer, loss_fn, batches, dev, log_every=1, callback=None, step_fn=None):
     """Runs one optimizer step per batch (CPU tensors, moved here) and returns
     the losses as floats. Reading each loss is a sync point, so the printed
     rate includes the device's work and no step's tensors outlive it. Prints
     step, loss and steps per second every `log_every` steps (0: silent).
     `callback(step, model)` runs between each step's backward and its
-    optimizer step, e.g. to read gradients or memory."""
+    optimizer step, e.g. to read gradients or memory. `step_fn(batch)`, such
+    as compiled_step's, replaces the loss, backward and optimizer step
+    (and runs no callback)."""
+    if step_fn is not None and callback is not None:
+        raise ValueError("train: a callback runs between backward and optimizer step, which step_fn fuses")
     model.train()
     losses = []
     start, last_step = time.perf_counter(), 0
     for step, batch in enumerate(batches, 1):
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model, to_device(batch, dev))
-        loss.backward()
-        if callback is not None:
-            callback(step, model)
-        optimizer.step()
+        if step_fn is not None:
+            loss = step_fn(to_device(batch, dev))
+        else:
+            loss = loss_fn(model, to_device(batch, dev))
+            loss.backward()
+            if callback is not None:
+                callback(step, model)
+            optimizer.step()
         losses.append(loss.item())
         if log_every and (step % log_every == 0 or step == len(batches)):
             now = time.perf_counter()
