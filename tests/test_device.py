@@ -2,6 +2,8 @@
 errors and the CPU fallback switch."""
 import json
 import os
+import platform
+import resource
 import subprocess
 import sys
 
@@ -210,16 +212,21 @@ THREAD_NICES = ("import json, os, torch; "
                 "[n(t) - main for t in os.listdir('/proc/self/task')]]))")
 
 
+def run_fresh(code, variable, value):
+    """The JSON that `code` prints last in a fresh process with environment
+    `variable` set to `value` (None: unset), or its failed CompletedProcess."""
+    env = dict(os.environ)
+    env.pop(variable, None)
+    if value is not None:
+        env[variable] = value
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else out
+
+
 def thread_nices(worker_nice):
     """(niced count, each thread's nice over the main thread's) in a fresh
     process, or its failed CompletedProcess."""
-    env = dict(os.environ)
-    env.pop("TORCH_TPU_CPU_WORKER_NICE", None)
-    if worker_nice is not None:
-        env["TORCH_TPU_CPU_WORKER_NICE"] = worker_nice
-    out = subprocess.run([sys.executable, "-c", THREAD_NICES], capture_output=True, text=True, env=env,
-                         timeout=120)
-    return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else out
+    return run_fresh(THREAD_NICES, "TORCH_TPU_CPU_WORKER_NICE", worker_nice)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or torch.tpu.get_device_properties()["platform"] != "cpu",
@@ -290,3 +297,39 @@ def test_many_distinct_runtime_scalars_in_one_call():
     big = torch.randn(30000)
     views = [big.to("tpu")[i:i + 1] for i in range(0, 2000, 10)]
     assert torch.equal(torch.cat(views).cpu(), torch.cat([big[i:i + 1] for i in range(0, 2000, 10)]))
+
+
+# Page faults (ru_minflt) over three rounds, each making a 64 MiB tpu tensor
+# (a program writes every byte of its output) and freeing it, after a first
+# round; on the CPU plugin the tensor's storage is the host's malloc.
+REFAULTS = ("import json, resource, torch\n"
+            "def faults():\n"
+            "    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+            "def round():\n"
+            "    t = torch.ones(16 << 20, device='tpu')\n"
+            "    assert t[-1].item() == 1.0\n"
+            "    del t\n"
+            "round()\n"
+            "start = faults()\n"
+            "for _ in range(3): round()\n"
+            "print(json.dumps([torch.tpu.get_device_properties()['keeps_freed_host_memory'], faults() - start]))")
+
+
+def refaults(keep):
+    """(whether the runtime keeps freed memory, page faults of REFAULTS'
+    three rounds) in a fresh process, or its failed CompletedProcess."""
+    return run_fresh(REFAULTS, "TORCH_TPU_CPU_KEEP_FREED_MEMORY", keep)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or torch.tpu.get_device_properties()["platform"] != "cpu",
+                    reason="the host memory policy: the CPU plugin on glibc")
+def test_cpu_plugin_keeps_freed_host_memory():
+    pages = 3 * (64 << 20) // resource.getpagesize()  # what three fresh mappings fault in
+    kept, faults = refaults(None)  # the default, 1
+    assert kept and faults < pages // 10, f"{faults} page faults with freed memory kept"
+    kept, faults = refaults("0")
+    assert not kept and faults >= pages, f"only {faults} page faults with freed memory returned"
+    for bad in ("yes", "2"):
+        out = refaults(bad)
+        assert out.returncode != 0
+        assert f"TORCH_TPU_CPU_KEEP_FREED_MEMORY={bad!r}: expected 1" in out.stderr

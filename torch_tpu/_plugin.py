@@ -89,5 +89,17 @@ def worker_nice():
     return value
 
 
+def keep_freed_memory():
+    """TORCH_TPU_CPU_KEEP_FREED_MEMORY: 1 (the default) keeps freed host
+    memory in the process when the plugin is the CPU one (see
+    csrc/pjrt/pjrt_host_memory.c), 0 leaves the C library's policy alone; any
+    other value raises ValueError saying what is wanted."""
+    text = os.environ.get("TORCH_TPU_CPU_KEEP_FREED_MEMORY", "1")
+    if text not in ("0", "1"):
+        raise ValueError(f"TORCH_TPU_CPU_KEEP_FREED_MEMORY={text!r}: expected 1 (keep freed host memory "
+                         "for the CPU plugin's next executions, the default) or 0 (return it to the system)")
+    return text == "1"
+
+
 if __name__ == "__main__":
     print(find_plugin())

@@ -48,11 +48,12 @@ void runtime_unlock(void) { pthread_mutex_unlock(&lock); }
 
 tpu_pjrt* runtime_pjrt(void) { return pjrt; }
 
-tpu_status tpu_runtime_init(const char* plugin_path, int cpu_device_count, int worker_nice) {
+tpu_status tpu_runtime_init(const char* plugin_path, int cpu_device_count, int worker_nice,
+                            bool keep_freed_memory) {
   runtime_lock();
   tpu_status status = NULL;
   if (!pjrt) {
-    tpu_pjrt_options options = {plugin_path, cpu_device_count, worker_nice};
+    tpu_pjrt_options options = {plugin_path, cpu_device_count, worker_nice, keep_freed_memory};
     status = tpu_pjrt_open(&options, &pjrt);
   }
   runtime_unlock();
@@ -67,6 +68,7 @@ const char* tpu_runtime_platform_version(void) { return pjrt ? tpu_pjrt_platform
 const char* tpu_runtime_xla_version(void) { return pjrt ? tpu_pjrt_xla_version(pjrt) : ""; }
 const char* tpu_runtime_device_kind(int device) { return pjrt ? tpu_pjrt_device_kind(pjrt, device) : ""; }
 int tpu_runtime_lowered_threads(void) { return tpu_pjrt_lowered_threads(pjrt); }
+bool tpu_runtime_keeps_freed_memory(void) { return tpu_pjrt_keeps_freed_memory(pjrt); }
 
 void tpu_runtime_api_version(int* out_major, int* out_minor) {
   *out_major = pjrt ? tpu_pjrt_api_major(pjrt) : 0;

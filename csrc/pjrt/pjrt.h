@@ -29,6 +29,9 @@ typedef struct tpu_pjrt_options {
    * starts while it opens, so they yield the host's cores to the threads
    * issuing work (see pjrt_threads.c); 0 leaves them alone. */
   int worker_nice;
+  /* On the CPU platform, keep freed host memory in the process instead of
+   * returning large blocks to the system at each free (pjrt_host_memory.c). */
+  bool keep_freed_memory;
 } tpu_pjrt_options;
 
 /* Loads the plugin (never dlclosed), checks its API version, initializes it,
@@ -52,6 +55,8 @@ int tpu_pjrt_api_minor(const tpu_pjrt* pjrt);
 int tpu_pjrt_device_count(const tpu_pjrt* pjrt);
 /* How many of the plugin's threads were given worker_nice. */
 int tpu_pjrt_lowered_threads(const tpu_pjrt* pjrt);
+/* Whether keep_freed_memory took effect. */
+bool tpu_pjrt_keeps_freed_memory(const tpu_pjrt* pjrt);
 const char* tpu_pjrt_device_kind(const tpu_pjrt* pjrt, int device); /* "" if out of range */
 
 /* Copies a dense row-major host array to a new buffer on `device`. Returns

@@ -359,6 +359,8 @@ tpu_status tpu_pjrt_open(const tpu_pjrt_options* options, tpu_pjrt** out_pjrt) {
   if ((status = read_devices(pjrt))) goto fail;
   if (options->worker_nice > 0 && strcmp(pjrt->platform_name, "cpu") == 0)
     pjrt->lowered_threads = tpu_threads_lower_priority_since(&before, options->worker_nice);
+  if (options->keep_freed_memory && strcmp(pjrt->platform_name, "cpu") == 0)
+    pjrt->keeps_freed_memory = tpu_host_memory_keep_freed();
   tpu_thread_ids_free(&before);
   *out_pjrt = pjrt;
   return NULL;
@@ -407,6 +409,7 @@ int tpu_pjrt_api_minor(const tpu_pjrt* pjrt) {
 }
 int tpu_pjrt_device_count(const tpu_pjrt* pjrt) { return pjrt ? pjrt->device_count : 0; }
 int tpu_pjrt_lowered_threads(const tpu_pjrt* pjrt) { return pjrt ? pjrt->lowered_threads : 0; }
+bool tpu_pjrt_keeps_freed_memory(const tpu_pjrt* pjrt) { return pjrt && pjrt->keeps_freed_memory; }
 const char* tpu_pjrt_device_kind(const tpu_pjrt* pjrt, int device) {
   if (!pjrt || device < 0 || device >= pjrt->device_count) return "";
   return pjrt->device_kinds[device];

@@ -20,6 +20,7 @@ struct tpu_pjrt {
   PJRT_Device* const* devices; /* client-owned list, [device_count] */
   char** device_kinds;       /* owned, [device_count] */
   int lowered_threads;       /* plugin threads given a higher nice value (pjrt_threads.c) */
+  bool keeps_freed_memory;   /* host memory policy applied (pjrt_host_memory.c) */
 };
 
 /* True when the plugin's table is long enough to hold `slot` and fills it.
@@ -34,6 +35,10 @@ tpu_status tpu_pjrt_error(const PJRT_Api* api, PJRT_Error* error, const char* ca
 
 /* Destroys an error whose status nobody can receive (destroy paths). */
 void tpu_pjrt_error_drop(const PJRT_Api* api, PJRT_Error* error);
+
+/* Keeps freed host memory in the process for reuse (pjrt_host_memory.c);
+ * false where the C library offers no such policy. */
+bool tpu_host_memory_keep_freed(void);
 
 /* Destroys `event` (NULL is OK). */
 void tpu_pjrt_event_drop(const PJRT_Api* api, PJRT_Event* event);

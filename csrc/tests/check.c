@@ -32,7 +32,7 @@ const char* check_plugin_path(void) {
 bool check_runtime_init(void) {
   const char* path = check_plugin_path();
   if (!path) return false;
-  tpu_status status = tpu_runtime_init(path, 1, 0);
+  tpu_status status = tpu_runtime_init(path, 1, 0, false);
   bool ok = status == NULL;
   check_ok(status, __FILE__, __LINE__, "tpu_runtime_init");
   return ok;

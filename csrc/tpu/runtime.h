@@ -20,8 +20,11 @@ extern "C" {
 
 /* Opens the plugin once; later calls with any path return OK. On the CPU
  * platform the plugin's own threads get `worker_nice` added to their nice
- * value (0: left alone), so they yield cores to the threads issuing ops. */
-tpu_status tpu_runtime_init(const char* plugin_path, int cpu_device_count, int worker_nice);
+ * value (0: left alone), so they yield cores to the threads issuing ops, and
+ * with `keep_freed_memory` freed host memory stays in the process for the
+ * next execution instead of being unmapped and faulted in again. */
+tpu_status tpu_runtime_init(const char* plugin_path, int cpu_device_count, int worker_nice,
+                            bool keep_freed_memory);
 bool tpu_runtime_ready(void);
 int tpu_device_count(void);
 /* Plugin facts for get_device_name and the metrics report ("" before init). */
@@ -32,6 +35,7 @@ const char* tpu_runtime_xla_version(void);
 const char* tpu_runtime_device_kind(int device);
 /* How many of the plugin's threads were given the worker nice value. */
 int tpu_runtime_lowered_threads(void);
+bool tpu_runtime_keeps_freed_memory(void);
 void tpu_runtime_api_version(int* out_major, int* out_minor);
 
 /* ---- storage ---- */

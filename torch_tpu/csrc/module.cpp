@@ -10,8 +10,8 @@
 namespace torch_tpu {
 namespace {
 
-void init(const std::string& plugin_path, int cpu_device_count, int worker_nice) {
-  check(tpu_runtime_init(plugin_path.c_str(), cpu_device_count, worker_nice));
+void init(const std::string& plugin_path, int cpu_device_count, int worker_nice, bool keep_freed_memory) {
+  check(tpu_runtime_init(plugin_path.c_str(), cpu_device_count, worker_nice, keep_freed_memory));
 }
 
 py::dict runtime_info() {
@@ -25,6 +25,7 @@ py::dict runtime_info() {
   info["pjrt_api_version"] = std::to_string(major) + "." + std::to_string(minor);
   info["device_count"] = tpu_device_count();
   info["worker_threads_niced"] = tpu_runtime_lowered_threads();
+  info["keeps_freed_host_memory"] = tpu_runtime_keeps_freed_memory();
   return info;
 }
 

@@ -1,0 +1,29 @@
+/* On the CPU platform freed host memory stays in the process.
+ *
+ * The CPU plugin's device memory is the host's: at each execution it mallocs
+ * the program's outputs and its scratch area (the temporaries XLA's buffer
+ * assignment packs into one block) and frees them when they die. glibc serves
+ * a block above its mmap threshold (which it caps at 32 MiB) with a fresh
+ * mapping and unmaps it at free, so a program whose scratch is larger faults
+ * in and zeroes every page of it again at each run: a default-size minGPT
+ * step joined into one program spent a fifth of its time in the kernel doing
+ * that. Large blocks come from the heap instead, and freed memory at the
+ * heap's top stays up to 2 GiB, as a GPU backend's caching allocator keeps
+ * device memory. Process-wide (glibc has one policy per process); glibc
+ * only. */
+#include <limits.h>
+
+#include "pjrt/pjrt_internal.h"
+
+#ifdef __GLIBC__
+#include <malloc.h>
+
+bool tpu_host_memory_keep_freed(void) {
+  return mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
+}
+
+#else
+
+bool tpu_host_memory_keep_freed(void) { return false; }
+
+#endif
