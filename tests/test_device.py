@@ -299,9 +299,10 @@ def test_many_distinct_runtime_scalars_in_one_call():
     assert torch.equal(torch.cat(views).cpu(), torch.cat([big[i:i + 1] for i in range(0, 2000, 10)]))
 
 
-# Page faults (ru_minflt) over three rounds, each making a 64 MiB tpu tensor
+# Page faults (ru_minflt) over ten rounds, each making a 64 MiB tpu tensor
 # (a program writes every byte of its output) and freeing it, after a first
 # round; on the CPU plugin the tensor's storage is the host's malloc.
+REFAULT_ROUNDS = 10
 REFAULTS = ("import json, resource, torch\n"
             "def faults():\n"
             "    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
@@ -309,24 +310,27 @@ REFAULTS = ("import json, resource, torch\n"
             "    t = torch.ones(16 << 20, device='tpu')\n"
             "    assert t[-1].item() == 1.0\n"
             "    del t\n"
+            "    torch.tpu.synchronize()\n"
             "round()\n"
             "start = faults()\n"
-            "for _ in range(3): round()\n"
+            f"for _ in range({REFAULT_ROUNDS}): round()\n"
             "print(json.dumps([torch.tpu.get_device_properties()['keeps_freed_host_memory'], faults() - start]))")
 
 
 def refaults(keep):
     """(whether the runtime keeps freed memory, page faults of REFAULTS'
-    three rounds) in a fresh process, or its failed CompletedProcess."""
+    rounds) in a fresh process, or its failed CompletedProcess."""
     return run_fresh(REFAULTS, "TORCH_TPU_CPU_KEEP_FREED_MEMORY", keep)
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or torch.tpu.get_device_properties()["platform"] != "cpu",
                     reason="the host memory policy: the CPU plugin on glibc")
 def test_cpu_plugin_keeps_freed_host_memory():
-    pages = 3 * (64 << 20) // resource.getpagesize()  # what three fresh mappings fault in
+    pages = REFAULT_ROUNDS * (64 << 20) // resource.getpagesize()  # what fresh mappings fault in
     kept, faults = refaults(None)  # the default, 1
-    assert kept and faults < pages // 10, f"{faults} page faults with freed memory kept"
+    # Mostly, not always: with other processes busy, up to 3 of 11 rounds
+    # still got fresh pages (the heap grew instead of reusing the block).
+    assert kept and faults < pages // 2, f"{faults} page faults with freed memory kept"
     kept, faults = refaults("0")
     assert not kept and faults >= pages, f"only {faults} page faults with freed memory returned"
     for bad in ("yes", "2"):
