@@ -110,10 +110,11 @@ def train(model, optimizer, loss_fn, batches, dev, log_every=1, callback=None, s
     start, last_step = time.perf_counter(), 0
     for step, batch in enumerate(batches, 1):
         optimizer.zero_grad(set_to_none=True)
+        batch = to_device(batch, dev)
         if step_fn is not None:
-            loss = step_fn(to_device(batch, dev))
+            loss = step_fn(batch)
         else:
-            loss = loss_fn(model, to_device(batch, dev))
+            loss = loss_fn(model, batch)
             loss.backward()
             if callback is not None:
                 callback(step, model)
