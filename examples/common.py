@@ -99,12 +99,10 @@ def train(model, optimizer, loss_fn, batches, dev, log_every=1, callback=None, s
     the losses as floats. Reading each loss is a sync point, so the printed
     rate includes the device's work and no step's tensors outlive it. Prints
     step, loss and steps per second every `log_every` steps (0: silent).
-    `callback(step, model)` runs between each step's backward and its
-    optimizer step, e.g. to read gradients or memory. `step_fn(batch)`, such
-    as compiled_step's, replaces the loss, backward and optimizer step
-    (and runs no callback)."""
-    if step_fn is not None and callback is not None:
-        raise ValueError("train: a callback runs between backward and optimizer step, which step_fn fuses")
+    `callback(step, model)` runs once a step's gradients exist, e.g. to read
+    them or memory: between backward and optimizer step, or after
+    `step_fn(batch)`, which (as compiled_step's does) replaces the loss,
+    backward and optimizer step and leaves the gradients in place."""
     model.train()
     losses = []
     start, last_step = time.perf_counter(), 0
@@ -113,6 +111,8 @@ def train(model, optimizer, loss_fn, batches, dev, log_every=1, callback=None, s
         batch = to_device(batch, dev)
         if step_fn is not None:
             loss = step_fn(batch)
+            if callback is not None:
+                callback(step, model)
         else:
             loss = loss_fn(model, batch)
             loss.backward()

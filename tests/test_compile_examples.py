@@ -29,22 +29,28 @@ class CompiledOptimizer:
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
 
-def train(example, cfg, model, batches, dev, compiled, backend="tpu"):
-    grads, compiles = {}, []
+def train(example, cfg, model, batches, dev, compiled=None, backend="tpu"):
+    """common.train eager (compiled None), with model and optimizer step
+    compiled apart ("apart") or the whole step as one function ("step");
+    returns the losses, the gradients of step 1 and the counters at step 3."""
+    grads, counted = {}, {}
     params = dict(model.named_parameters())
 
     def after_backward(step, _):
         if step == 1:
             grads.update({n: p.grad.detach().cpu().clone() for n, p in params.items()})
         if step == 3:
-            compiles.append(torch_tpu.metrics.counters()["compile"])
+            counted.update(torch_tpu.metrics.counters())
 
     optimizer = example.make_optimizer(model, cfg)
-    if compiled:
+    step_fn = None
+    if compiled == "apart":
         model, optimizer = torch.compile(model, backend=backend), CompiledOptimizer(optimizer, backend)
+    elif compiled == "step":
+        step_fn = common.compiled_step(model, optimizer, example.loss_fn, dev.type)
     losses = common.train(model, optimizer, example.loss_fn, batches, dev, log_every=0,
-                          callback=after_backward)
-    return losses, grads, compiles
+                          callback=after_backward, step_fn=step_fn)
+    return losses, grads, counted
 
 
 def assert_trained_like_cpu(name, tpu, cpu, tpu_model, cpu_model, compiles_by_step_3):
@@ -77,16 +83,16 @@ def test_compiled_training_matches_cpu(name):
     torch_tpu.metrics.reset()
     dynamo_counters.clear()
 
-    tpu_losses, tpu_grads, compiles = train(example, cfg, tpu_model, batches, torch.device("tpu"), True)
+    tpu_losses, tpu_grads, counted = train(example, cfg, tpu_model, batches, torch.device("tpu"), "apart")
     tpu_breaks = dict(dynamo_counters["graph_break"])
-    cpu_losses, cpu_grads, _ = train(example, cfg, cpu_model, batches, torch.device("cpu"), False)
+    cpu_losses, cpu_grads, _ = train(example, cfg, cpu_model, batches, torch.device("cpu"))
 
     assert_trained_like_cpu(name, (tpu_losses, tpu_grads), (cpu_losses, cpu_grads), tpu_model, cpu_model,
-                            compiles[0])
+                            counted["compile"])
 
     torch._dynamo.reset()
     dynamo_counters.clear()
-    train(example, cfg, copy.deepcopy(cpu_model), batches[:2], torch.device("cpu"), True, "aot_eager")
+    train(example, cfg, copy.deepcopy(cpu_model), batches[:2], torch.device("cpu"), "apart", "aot_eager")
     assert tpu_breaks == dict(dynamo_counters["graph_break"]), "graph breaks differ from the CPU's"
     torch._dynamo.reset()
 
@@ -102,19 +108,9 @@ def test_compiled_train_step_matches_cpu(name):
     cpu_model = example.build(cfg, seed=0)
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
     batches = example.make_batches(cfg, STEPS, seed=0)
-    optimizer = example.make_optimizer(tpu_model, cfg)
-    step_fn = common.compiled_step(tpu_model, optimizer, example.loss_fn)
     torch_tpu.metrics.reset()
-    tpu_losses, counted = [], {}
-    tpu_model.train()
-    for step, batch in enumerate(batches, 1):
-        if step == 4:
-            counted = torch_tpu.metrics.counters()
-        optimizer.zero_grad(set_to_none=True)
-        tpu_losses.append(step_fn(common.to_device(batch, torch.device("tpu"))).item())
-        if step == 1:
-            tpu_grads = {n: p.grad.cpu() for n, p in tpu_model.named_parameters()}
-    cpu_losses, cpu_grads, _ = train(example, cfg, cpu_model, batches, torch.device("cpu"), False)
+    tpu_losses, tpu_grads, counted = train(example, cfg, tpu_model, batches, torch.device("tpu"), "step")
+    cpu_losses, cpu_grads, _ = train(example, cfg, cpu_model, batches, torch.device("cpu"))
 
     assert_trained_like_cpu(name, (tpu_losses, tpu_grads), (cpu_losses, cpu_grads), tpu_model, cpu_model,
                             counted["compile"])
