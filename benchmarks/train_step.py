@@ -27,7 +27,8 @@ then run it eagerly). Each JAX side first trains beside the CPU model and
 must match it. Prints
 milliseconds per step and each column's ratio to tpu-strict and to cpu, and
 with --jax each tpu compiled side's time over each JAX side's. Every step ends with
-the loss read on the host, so device work is inside the time. Sides alternate
+the loss read on the host and every tpu round with a synchronize, so device work
+is inside the time. Sides alternate
 round by round and the best round counts, so all see the same machine load.
 
     python benchmarks/train_step.py --steps 5 --repeats 3 [--inductor] [--jax] [--config small]
@@ -112,6 +113,8 @@ class Side:
             start = time.perf_counter()
             common.train(self.model, self.optimizer, self.loss_fn, batches, self.dev, log_every=0,
                          step_fn=self.step_fn)
+            if self.dev.type == "tpu":
+                torch.tpu.synchronize()
             return (time.perf_counter() - start) / len(batches) * 1e3
 
 
