@@ -36,7 +36,7 @@ def train(example, cfg, model, batches, dev, compiled=None, backend="tpu"):
     grads, counted = {}, {}
     params = dict(model.named_parameters())
 
-    def after_backward(step, _):
+    def once_grads_exist(step, _):
         if step == 1:
             grads.update({n: p.grad.detach().cpu().clone() for n, p in params.items()})
         if step == 3:
@@ -49,7 +49,7 @@ def train(example, cfg, model, batches, dev, compiled=None, backend="tpu"):
     elif compiled == "step":
         step_fn = common.compiled_step(model, optimizer, example.loss_fn, dev.type)
     losses = common.train(model, optimizer, example.loss_fn, batches, dev, log_every=0,
-                          callback=after_backward, step_fn=step_fn)
+                          callback=once_grads_exist, step_fn=step_fn)
     return losses, grads, counted
 
 
