@@ -396,3 +396,26 @@ def test_whole_storage_results_leave_in_their_computed_shape(tmp_path):
     signatures = [line for p in tmp_path.glob("*.mlir") for line in p.read_text().splitlines()
                   if "func.func public @main" in line]
     assert any("-> (tensor<8x32xf32>)" in s for s in signatures), signatures
+
+
+def test_a_capture_compiles_its_numbers_and_view_offsets_in(tmp_path):
+    """A captured graph's numbers and view offsets are the same on every run,
+    so its program takes them as constants: its only parameters are the
+    input storages (eager and fused programs take them as parameters, so new
+    values reuse the program). Results match the CPU."""
+    def fn(x, y):
+        return (x[2:, 1:] * 2.5 + 0.75) / y[1:], (x[:, :3].sum(1) - 1.25).clamp(min=0.5)
+
+    x, y = torch.randn(6, 4), torch.randn(5, 3).abs() + 0.5
+    compiled = torch.compile(fn, backend="tpu")
+    torch_tpu.metrics.set_dump_dir(tmp_path)
+    try:
+        got = compiled(x.to("tpu"), y.to("tpu"))
+    finally:
+        torch_tpu.metrics.set_dump_dir(None)
+    assert_close(list(got), list(fn(x, y)), 1e-6, 1e-6)
+    signatures = [line for p in tmp_path.glob("*.mlir") for line in p.read_text().splitlines()
+                  if "func.func public @main" in line]
+    assert len(signatures) == 1, signatures
+    params = signatures[0].split(") -> ")[0]
+    assert params.count(": tensor<") == 2 and "tensor<24xf32>" in params and "tensor<15xf32>" in params, params

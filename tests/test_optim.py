@@ -252,12 +252,15 @@ def test_clip_grad_norm_returns_total_norm():
 
 # ---- the _foreach_ ops themselves ----
 
-def tensors(dtype, seed, positive=False):
-    """Items of several layouts: 2-d, 0-d, a transposed (strided) view."""
+def tensors(dtype, seed, positive=False, one_element=False):
+    """Items of several layouts: 2-d, 0-d, a transposed (strided) view. With
+    one_element, items of one element each, as an optimizer's step counters
+    are: 0-d, [1], [1, 1] and a view at an offset into a larger storage."""
     g = torch.Generator().manual_seed(seed)
-    out = [torch.randn(shape, generator=g, dtype=torch.float64) for shape in [(3, 4), (), (2, 3)]]
+    shapes = [(), (1,), (1, 1), (5,)] if one_element else [(3, 4), (), (2, 3)]
+    out = [torch.randn(shape, generator=g, dtype=torch.float64) for shape in shapes]
     out = [(x.abs() + 0.5 if positive else x).to(dtype) for x in out]
-    out[-1] = out[-1].t()
+    out[-1] = out[-1][3:4] if one_element else out[-1].t()
     return out
 
 
@@ -329,14 +332,32 @@ FOREACH_CASES = ([(name, torch.float32) for name in CASES]
                  + [(name, d) for name in LOW_PRECISION_CASES[:3] for d in (torch.float16, torch.float64)])
 
 
-@pytest.mark.parametrize("name,dtype", FOREACH_CASES)
-def test_foreach_op(name, dtype):
-    a, b, p = tensors(dtype, 1), tensors(dtype, 2), tensors(dtype, 3, positive=True)
+def check_case(name, dtype, one_element=False):
+    a, b, p = (tensors(dtype, seed, positive=seed == 3, one_element=one_element) for seed in (1, 2, 3))
     s = [0.1 + 0.8 * i / (len(a) - 1) for i in range(len(a))]
     fn, *args, kwargs = CASES[name](a, b, p, s)
     if not isinstance(kwargs, dict):  # a trailing positional argument
         args, kwargs = args + [kwargs], {}
     check_foreach(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("name,dtype", FOREACH_CASES)
+def test_foreach_op(name, dtype):
+    check_case(name, dtype)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_foreach_op_on_one_element_items(name, dtype):
+    check_case(name, dtype, one_element=True)
+
+
+def test_foreach_one_element_items_of_mixed_dtypes():
+    mixed = [torch.tensor(1.5), torch.tensor([2.5], dtype=torch.float64), torch.tensor(-0.5)]
+    check_foreach(torch._foreach_mul_, mixed, 1.5)
+    check_foreach(torch._foreach_add, mixed, [torch.tensor(0.25), torch.tensor([1.0]), torch.tensor(2.0)])
+    steps = [torch.tensor(float(k)) for k in range(1, 5)]
+    check_foreach(torch._foreach_pow, 0.9, steps)
 
 
 def test_foreach_tensor_scalar_on_tpu():

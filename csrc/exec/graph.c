@@ -305,8 +305,29 @@ hlo_value graph_storage_read(graph* g, const tpu_tensor* t) {
   return slot->value;
 }
 
+/* A scalar or view offset of the op being lowered, as a constant. */
+static hlo_value fixed_value(graph* g, param_kind kind, tensor_ref ref, tpu_dtype dtype) {
+  graph_source source = {kind, dtype, -1, g->lowering_op, ref};
+  graph_value v = graph_resolve(g, &source);
+  if (dtype == TPU_F64) {
+    double f;
+    memcpy(&f, v.bits, sizeof f);
+    return hlo_constant(g->b, dtype, f);
+  }
+  if (dtype == TPU_BOOL) return hlo_constant(g->b, dtype, v.bits[0]);
+  int64_t i;
+  memcpy(&i, v.bits, sizeof i);
+  return hlo_constant_i64(g->b, dtype, i);
+}
+
 hlo_value graph_param_bind(graph* g, param_kind kind, const tpu_op_call* call, tensor_ref ref,
                            hlo_type type) {
+  /* A capture's values are its own for every run: as constants, XLA folds
+   * them (a view's offset makes a static slice) and a run binds fewer
+   * parameters. Fused graphs keep them as parameters, so a step whose
+   * numbers change (a learning rate) reuses its program. */
+  if (g->values_fixed && (kind == PARAM_SCALAR || kind == PARAM_OFFSET))
+    return fixed_value(g, kind, ref, type.dtype);
   graph_source* s = new_source(g, kind, type.dtype);
   if (!s) return hlo_fail(g->b, TPU_OUT_OF_MEMORY, "out of host memory lowering a fused graph");
   s->ref = ref;

@@ -67,6 +67,7 @@ typedef struct graph {
   size_t key_len;
   size_t key_cap;
   bool capturing;        /* a torch.compile capture: never flushed, see program.c */
+  bool values_fixed;     /* while lowering a capture: scalars and view offsets are constants */
   const char* recorder;  /* the thread that recorded the last op (graph_record) */
   /* While lowering: */
   hlo_builder* b;

@@ -205,7 +205,9 @@ tpu_status tpu_capture_end(int device, tpu_buffer* const* inputs, int input_coun
     int* result_params = malloc(slots * sizeof *result_params);
     if (in_place && result_params) {
       for (int m = 0; m < n; m++) in_place[m] = p->results[m].input >= 0;
+      g->values_fixed = true;
       status = graph_lower(g, result_slots, n, in_place, result_params, &text, &size);
+      g->values_fixed = false;
       if (!status) p->donated = donated_params(result_params, n, g->source_count);
     } else {
       status = TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory capturing a graph");
