@@ -56,6 +56,28 @@ def test_max_pool2d_ties_pick_the_first():
     check_grad(lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), [torch.ones(1, 2, 5, 5)], **F32)
 
 
+def test_max_pool2d_windows_of_the_lowest_value_pick_the_first_inside():
+    """A window of -inf (or the dtype's lowest integer) beside padding: the
+    first position inside the input, never the padding."""
+    check_grad(lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), [torch.full((1, 2, 5, 5), -INF)], **F32)
+    lowest = torch.full((1, 2, 5, 5), torch.iinfo(torch.int32).min, dtype=torch.int32)
+    check_grad(lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True), [lowest], **EXACT)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_max_pool2d_large_windows(dtype):
+    """Windows of over 64 positions, which lower as one reduce_window
+    rather than a slice per position; ties and NaN as in small ones."""
+    x = (randn((2, 3, 12, 13)) * 4).round().to(dtype)
+    if dtype.is_floating_point:
+        x[0, 0, 5, 5] = x[0, 0, 6, 7] = NAN
+    tol = F32 if dtype.is_floating_point else EXACT
+    check_grad(lambda x: F.max_pool2d(x, 9, 2, 4, return_indices=True), [x],
+               needs_grad=[False] if dtype.is_floating_point else None, **tol)
+    check_grad(lambda x: F.max_pool2d(x, (5, 13), 3, (2, 6), ceil_mode=True, return_indices=True), [x],
+               needs_grad=[False] if dtype.is_floating_point else None, **tol)
+
+
 def test_max_pool2d_nan_and_inf():
     x = randn((1, 2, 6, 6))
     x[0, 0, 1, 1] = x[0, 0, 1, 2] = NAN

@@ -4,9 +4,11 @@
  * max_pool{2,3}d_with_indices, avg_pool{2,3}d, _adaptive_avg_pool{2,3}d,
  * adaptive_max_pool{2,3}d and their backward ops. Output sizes come from PyTorch's meta kernels; sums
  * run in float32 for float16/bfloat16. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "hlo/conv_ops.h"
+#include "hlo/elementwise_extra_ops.h"
 #include "hlo/slice_ops.h"
 #include "ops/families.h"
 
@@ -93,6 +95,89 @@ static hlo_value flat_index(hlo_builder* b, const hlo_type* t, int n) {
   return index;
 }
 
+/* Windows of at most this many positions are pooled one position at a
+ * time: XLA CPU runs a reduce_window of value and index together as a
+ * scalar loop nest, three times slower at ResNet's 3x3 windows than the
+ * strided slices and selects below, which it fuses into loops over the
+ * output. Past it the slices would make too large a program. */
+#define MAX_POOL_SLICED_POSITIONS 64
+
+/* The max of each window of x (padding takes `lowest`) and its index in
+ * x's plane or volume, from one strided slice per window position. The
+ * index is PyTorch's scan's: the first position (row-major) holding the
+ * max, not counting padding, or where the max is NaN the last NaN. Both
+ * come from selects in a fixed order, not from a running comparison of
+ * value and index pairs (a third slower). Indices come from iotas of the
+ * output's shape, so XLA fuses them in rather than reading them. */
+static void max_pool_sliced(hlo_builder* b, hlo_value x, hlo_value lowest, const hlo_window* w,
+                            const pool_params* p, hlo_value* values, hlo_value* indices) {
+  int64_t zero[TPU_MAX_RANK] = {0}, start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK], step[TPU_MAX_RANK];
+  hlo_type t = *hlo_type_of(b, x), grid = t;
+  grid.dtype = TPU_I64;
+  hlo_value padded = hlo_pad(b, x, lowest, w->pad_lo, w->pad_hi, zero);
+  /* first[i]: where each window starts along spatial dim i (negative in
+   * the padding); first_flat: the same as an index into the plane. */
+  hlo_value first[POOL_DIMS], first_flat = HLO_INVALID;
+  int64_t inner[POOL_DIMS], positions = 1;
+  for (int i = p->n - 1; i >= 0; i--) {
+    grid.dims[p->rank - p->n + i] = p->out[i];
+    inner[i] = i == p->n - 1 ? 1 : inner[i + 1] * p->in[i + 1];
+    positions *= p->kernel[i];
+  }
+  for (int i = 0; i < p->n; i++) {
+    first[i] = hlo_binary_constant(b, "multiply", hlo_iota(b, grid, p->rank - p->n + i), p->stride[i]);
+    first[i] = hlo_binary_constant(b, "subtract", first[i], p->padding[i]);
+    hlo_value scaled = hlo_binary_constant(b, "multiply", first[i], inner[i]);
+    first_flat = i ? hlo_binary(b, "add", first_flat, scaled) : scaled;
+  }
+  hlo_value* v = malloc((size_t)positions * 3 * sizeof *v);
+  if (!v) {
+    *values = *indices = hlo_fail(b, TPU_OUT_OF_MEMORY, "out of host memory pooling");
+    return;
+  }
+  hlo_value *at = v + positions, *inside = at + positions; /* inside: HLO_INVALID where always */
+  for (int i = 0; i < p->rank; i++) limit[i] = t.dims[i], step[i] = 1;
+  for (int64_t k = 0; k < positions; k++) {
+    int64_t rest = k, shift = 0;
+    inside[k] = HLO_INVALID;
+    for (int i = p->n - 1; i >= 0; rest /= p->kernel[i], i--) {
+      int d = p->rank - p->n + i;
+      int64_t offset = rest % p->kernel[i] * p->dilation[i];
+      start[d] = offset;
+      limit[d] = offset + (p->out[i] - 1) * p->stride[i] + 1;
+      step[d] = p->stride[i];
+      shift += offset * inner[i];
+      if (w->pad_lo[d] == 0 && w->pad_hi[d] == 0) continue;
+      /* first + offset in [0, in) */
+      hlo_value lo = hlo_constant_like(b, first[i], (double)-offset);
+      hlo_value hi = hlo_constant_like(b, first[i], (double)(p->in[i] - offset));
+      hlo_value in_dim =
+          hlo_binary(b, "and", hlo_compare(b, "GE", first[i], lo), hlo_compare(b, "LT", first[i], hi));
+      inside[k] = inside[k] == HLO_INVALID ? in_dim : hlo_binary(b, "and", inside[k], in_dim);
+    }
+    v[k] = hlo_slice(b, padded, start, limit, step);
+    at[k] = hlo_binary_constant(b, "add", first_flat, (double)shift);
+  }
+  hlo_value max = v[0];
+  for (int64_t k = 1; k < positions; k++) max = hlo_min_max(b, "maximum", max, v[k], true);
+  /* Last to first, so the first match is selected last. */
+  hlo_value index = at[positions - 1];
+  for (int64_t k = positions - 2; k >= 0; k--) {
+    hlo_value match = hlo_compare(b, "EQ", v[k], max);
+    if (inside[k] != HLO_INVALID) match = hlo_binary(b, "and", match, inside[k]);
+    index = hlo_select(b, match, at[k], index);
+  }
+  if (tpu_dtype_is_float(t.dtype)) {
+    hlo_value nan_index = at[0];
+    for (int64_t k = 1; k < positions; k++)
+      nan_index = hlo_select(b, hlo_compare(b, "NE", v[k], v[k]), at[k], nan_index);
+    index = hlo_select(b, hlo_compare(b, "NE", max, max), nan_index, index);
+  }
+  free(v);
+  *values = max;
+  *indices = index;
+}
+
 /* max_pool{2,3}d_with_indices(self, kernel, stride, padding, dilation,
  * ceil_mode) -> (values, indices into each H*W plane or D*H*W volume) */
 static tpu_status lower_max_pool(tpu_lowering* l) {
@@ -101,11 +186,23 @@ static tpu_status lower_max_pool(tpu_lowering* l) {
   pool_params p;
   if (!read_params(l, 1, true, &in, &out, &p)) return NULL;
   hlo_value x = tpu_lower_tensor(l, 0);
-  hlo_value index = flat_index(b, &in, p.n);
+  hlo_value lowest = hlo_constant_extreme(b, in.dtype, false);
   hlo_window w = pool_window(&p);
+  /* The slices need positive sizes (PyTorch's checks see to it; the
+   * reduce_window takes any), each at most the bound so the product
+   * cannot overflow. */
+  int64_t positions = 1;
+  bool sliced = true;
+  for (int i = 0; i < p.n; i++) {
+    sliced = sliced && p.kernel[i] > 0 && p.kernel[i] <= MAX_POOL_SLICED_POSITIONS && p.out[i] > 0;
+    if (sliced) positions *= p.kernel[i];
+  }
   hlo_value values, indices;
-  hlo_reduce_window_argmax(b, x, index, hlo_constant_extreme(b, in.dtype, false),
-                           hlo_constant_i64(b, TPU_I64, INT64_MAX), &w, &values, &indices);
+  if (sliced && positions <= MAX_POOL_SLICED_POSITIONS)
+    max_pool_sliced(b, x, lowest, &w, &p, &values, &indices);
+  else
+    hlo_reduce_window_argmax(b, x, flat_index(b, &in, p.n), lowest,
+                             hlo_constant_i64(b, TPU_I64, INT64_MAX), &w, &values, &indices);
   tpu_lower_set_output(l, 0, values);
   tpu_lower_set_output(l, 1, indices);
   return NULL;
