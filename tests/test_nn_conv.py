@@ -2,7 +2,7 @@
 (input, weight and bias gradients): conv1d/2d/3d with stride, padding
 (ints, "same", "valid"), dilation, groups (depthwise too) and bias or not;
 conv_transpose1d/2d with stride, padding, output_padding, dilation and
-groups; float32, float64, bfloat16, float16; batch 1, odd and empty
+groups; few features per group (stems, depthwise, narrow groups); float32, float64, bfloat16, float16; batch 1, odd and empty
 batches, channels_last and non-contiguous inputs, frozen inputs or weights
 (convolution_backward's output_mask), and the nn modules. Also F.unfold /
 F.fold (im2col / col2im): kernel, dilation, padding and stride, overlapping
@@ -166,6 +166,61 @@ def test_convolution_of_a_small_image_under_a_large_window(x_shape, w_shape, str
 def test_conv_transpose2d_of_a_small_image(stride, padding, output_padding):
     x, w = randn((32, 64, 1, 2)), randn((64, 32, 3, 3), seed=1)
     check_grad(lambda x, w: F.conv_transpose2d(x, w, None, stride, padding, output_padding), [x, w], **F32)
+
+
+# Few input features per group under a small window (RGB stems, depthwise
+# and narrow grouped convolutions), which the lowering sums tap by tap (up
+# to 72 taps, ungrouped only at stride 1 from up to 4 features), and the
+# weight grads of grouped ones, dots batched over the groups:
+# (input shape, weight shape, stride, padding, dilation, groups)
+FEW_FEATURE_CASES = [
+    ((2, 3, 9, 8), (8, 3, 3, 3), 1, 1, 1, 1),  # RGB stem
+    ((2, 1, 7, 6), (4, 1, 5, 5), 1, 3, 2, 1),  # one feature, dilated, padding past the window
+    ((2, 4, 6, 7), (5, 4, 3, 3), 1, 0, 1, 1),  # 36 taps, no padding
+    ((2, 3, 9, 8), (8, 3, 3, 3), 2, 1, 1, 1),  # ungrouped and strided: XLA's convolution
+    ((3, 8, 7, 6), (8, 1, 3, 3), 1, 1, 1, 8),  # depthwise
+    ((3, 8, 7, 6), (16, 1, 3, 3), 2, 1, 1, 8),  # depthwise, two outputs per feature, strided
+    ((2, 6, 9, 7), (6, 1, 7, 7), 1, 3, 1, 6),  # depthwise 7x7
+    ((2, 6, 9, 9), (6, 1, 3, 3), 3, 2, 2, 6),  # depthwise, stride 3, dilated
+    ((2, 16, 6, 6), (16, 8, 3, 3), 1, 1, 1, 2),  # groups of 8: 72 taps
+    ((2, 32, 6, 6), (32, 16, 3, 3), 2, 1, 1, 2),  # groups of 16: XLA's convolution forward
+    ((2, 12, 8, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 2), 6),  # groups of 2, mixed options
+    ((2, 8, 11), (8, 2, 3), 2, 1, 1, 4),  # conv1d
+    ((2, 4, 4, 5, 4), (8, 1, 3, 3, 3), 1, 1, 1, 4),  # conv3d depthwise
+    ((1, 4, 5, 4, 6), (6, 2, 2, 3, 2), (1, 2, 1), 1, 1, 2),  # conv3d grouped
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,stride,padding,dilation,groups", FEW_FEATURE_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_convolution_with_few_features_per_group(x_shape, w_shape, stride, padding, dilation, groups,
+                                                 dtype):
+    conv = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[len(x_shape)]
+    x, w, bias = randn(x_shape, dtype), randn(w_shape, dtype, seed=1), randn(w_shape[:1], dtype, seed=2)
+    check_grad(lambda x, w, b: conv(x, w, b, stride, padding, dilation, groups), [x, w, bias], **TOL[dtype])
+
+
+@pytest.mark.parametrize("groups", [1, 2, 4])
+def test_conv_transpose2d_with_few_features_per_group(groups):
+    """Its forward is a strided convolution's input grad: taps over a dilated input."""
+    x, w = randn((2, 4, 5, 4)), randn((4, 8 // groups, 3, 3), seed=1)
+    check_grad(lambda x, w: F.conv_transpose2d(x, w, None, 2, 1, 1, groups), [x, w], **F32)
+
+
+def test_conv2d_integer_taps():
+    x = torch.randint(-5, 6, (2, 3, 6, 5))
+    w = torch.randint(-3, 4, (4, 3, 3, 3))
+    check_grad(lambda x, w: F.conv2d(x, w, padding=1), [x, w], rtol=0, atol=0)
+    check_grad(lambda x, w: F.conv2d(x, w, padding=1, groups=3), [x, torch.randint(-3, 4, (6, 1, 3, 3))],
+               rtol=0, atol=0)
+
+
+def test_grouped_conv2d_empty_batch_and_non_contiguous():
+    x, w = randn((0, 8, 6, 6)), randn((8, 2, 3, 3), seed=1)
+    check_grad(lambda x, w: F.conv2d(x, w, padding=1, groups=4), [x, w], **F32)
+    x = randn((2, 6, 8, 8))
+    check_grad(lambda x, w: F.conv2d(x.transpose(2, 3)[:, :, 1::2], w.transpose(2, 3), padding=1, groups=3),
+               [x, randn((6, 2, 3, 3), seed=1)], **F32)
 
 
 @pytest.mark.parametrize("needs_grad", [[False, True, True], [True, False, False], [True, True, False]])

@@ -108,6 +108,18 @@ static hlo_value swap_leading(hlo_builder* b, hlo_value x) {
   return hlo_transpose(b, x, perm);
 }
 
+/* The input ([B, F, spatial...]) with the convolution's padding and its
+ * lhs dilation (zeros between elements) applied. */
+static hlo_value padded_input(hlo_builder* b, hlo_value lhs, const hlo_conv* c) {
+  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK] = {0}, interior[TPU_MAX_RANK] = {0};
+  for (int i = 0; i < c->spatial; i++) {
+    lo[i + 2] = c->pad_lo[i];
+    hi[i + 2] = c->pad_hi[i];
+    interior[i + 2] = c->lhs_dilation[i] - 1;
+  }
+  return hlo_pad(b, lhs, hlo_constant(b, hlo_type_of(b, lhs)->dtype, 0), lo, hi, interior);
+}
+
 /* The kernel offsets along spatial dim i whose slices read at least one
  * input element rather than only padding (a one-pixel image under a 3x3
  * window reads through its centre alone): `*count` of them from `*first`,
@@ -129,6 +141,11 @@ static void offsets_reading_input(const hlo_conv* c, int i, int64_t input, int64
   *count = highest - lowest + 1;
 }
 
+/* A convolution written with other ops: lhs [B, F, spatial...] and rhs
+ * [O, I, spatial...] in, the result's type `out` as [B, O, spatial...]. */
+typedef hlo_value (*conv_form)(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hlo_conv* c,
+                               const hlo_type* out, tpu_dtype result_dtype);
+
 /* The convolution as one dot: the input dilated and padded, one strided
  * slice per kernel offset that reads any input, stacked as [B, F, K,
  * out...] and contracted over F and K with the kernel's same offsets read
@@ -136,32 +153,168 @@ static void offsets_reading_input(const hlo_conv* c, int i, int64_t input, int64
 static hlo_value conv_as_patches(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hlo_conv* c,
                                  const hlo_type* out, tpu_dtype result_dtype) {
   int n = c->spatial, rank = n + 2;
-  if (c->lhs_feature_first) lhs = swap_leading(b, lhs);
-  if (c->rhs_input_first) rhs = swap_leading(b, rhs);
   hlo_type l = *hlo_type_of(b, lhs), r = *hlo_type_of(b, rhs);
-  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK] = {0}, interior[TPU_MAX_RANK] = {0};
   int64_t first[HLO_MAX_SPATIAL], span[HLO_MAX_SPATIAL], positions = 1;
   /* The kernel's part at those offsets: [O, F, span...]. */
   int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK] = {r.dims[0], r.dims[1]}, unit[TPU_MAX_RANK];
   for (int i = 0; i < rank; i++) unit[i] = 1;
   for (int i = 0; i < n; i++) {
-    lo[i + 2] = c->pad_lo[i];
-    hi[i + 2] = c->pad_hi[i];
-    interior[i + 2] = c->lhs_dilation[i] - 1;
     offsets_reading_input(c, i, l.dims[i + 2], r.dims[i + 2], out->dims[i + 2], &first[i], &span[i]);
     start[i + 2] = first[i];
     limit[i + 2] = first[i] + span[i];
     positions *= span[i];
   }
-  hlo_value padded = hlo_pad(b, lhs, hlo_constant(b, l.dtype, 0), lo, hi, interior);
+  hlo_value padded = padded_input(b, lhs, c);
   hlo_value patches = hlo_patches(b, padded, n, first, span, c->rhs_dilation, c->strides, out->dims + 2);
   int64_t kernel[3] = {r.dims[0], r.dims[1], positions}, contract[2] = {1, 2};
   rhs = hlo_reshape(b, hlo_slice(b, rhs, start, limit, unit), 3, kernel);
   hlo_value y = hlo_dot_general(b, patches, rhs, NULL, NULL, 0, contract, contract, 2, result_dtype);
   /* y is [B, out..., O]. */
-  int64_t perm[TPU_MAX_RANK] = {c->out_feature_first ? n + 1 : 0, c->out_feature_first ? 0 : n + 1};
+  int64_t perm[TPU_MAX_RANK] = {0, n + 1};
   for (int i = 0; i < n; i++) perm[i + 2] = i + 1;
   return hlo_transpose(b, y, perm);
+}
+
+/* Whether a convolution runs as taps: a few input features per group
+ * under a small window, where XLA CPU's convolution kernel does badly (a
+ * depthwise 3x3 over 64 channels took 35 times as long as the taps, an RGB
+ * stem twice as long). Each (input feature, kernel offset) pair is one
+ * multiply-add over the whole output, so the rule caps those pairs at 72:
+ * past that the kernel wins. Ungrouped convolutions also need few input
+ * features and unit strides (strided slices of a wide image cost more than
+ * the kernel saves), and every convolution a non-empty output. */
+static bool runs_as_taps(const hlo_conv* c, const hlo_type* r, const hlo_type* out) {
+  if (c->batch_groups != 1) return false;
+  int64_t in_group = r->dims[c->rhs_input_first ? 0 : 1], taps = in_group;
+  for (int i = 0; i < c->spatial; i++) taps *= r->dims[i + 2];
+  for (int i = 0; i < out->rank; i++)
+    if (out->dims[i] == 0) return false;
+  if (c->feature_groups == 1) {
+    if (in_group > 4) return false;
+    for (int i = 0; i < c->spatial; i++)
+      if (c->strides[i] != 1 || c->lhs_dilation[i] != 1) return false;
+  }
+  return taps >= 1 && taps <= 72;
+}
+
+/* The convolution as a sum of taps: for each input feature within a group
+ * and each kernel offset that reads any input, the strided slice of the
+ * (dilated, padded) input that offset reads, its G group features widened
+ * to the O outputs they feed, times the kernel's value for each output. */
+static hlo_value conv_as_taps(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hlo_conv* c,
+                              const hlo_type* out, tpu_dtype result_dtype) {
+  int n = c->spatial, rank = n + 2;
+  hlo_type l = *hlo_type_of(b, lhs), r = *hlo_type_of(b, rhs);
+  int64_t groups = c->feature_groups, in_group = r.dims[1], outputs = r.dims[0];
+  int64_t first[HLO_MAX_SPATIAL], span[HLO_MAX_SPATIAL], positions = 1;
+  for (int i = 0; i < n; i++) {
+    offsets_reading_input(c, i, l.dims[i + 2], r.dims[i + 2], out->dims[i + 2], &first[i], &span[i]);
+    positions *= span[i];
+  }
+  hlo_value padded = padded_input(b, lhs, c);
+  /* y's dims [N, O, out...], and a tap's [N, G, O/G, out...] before it
+   * merges G and O/G. */
+  int64_t y_dims[TPU_MAX_RANK] = {out->dims[0], outputs};
+  int64_t wide[TPU_MAX_RANK + 1] = {y_dims[0], groups, outputs / groups}, keep[TPU_MAX_RANK] = {0, 1};
+  for (int i = 0; i < n; i++) {
+    y_dims[i + 2] = wide[i + 3] = out->dims[i + 2];
+    keep[i + 2] = i + 3;
+  }
+  int64_t x_start[TPU_MAX_RANK] = {0}, x_limit[TPU_MAX_RANK] = {l.dims[0], l.dims[1]};
+  int64_t x_step[TPU_MAX_RANK] = {1, in_group}, w_start[TPU_MAX_RANK] = {0};
+  int64_t w_limit[TPU_MAX_RANK] = {outputs}, unit[TPU_MAX_RANK], feature_dim = 1;
+  for (int i = 0; i < rank; i++) unit[i] = 1;
+  hlo_value y = HLO_INVALID;
+  for (int64_t k = 0; k < in_group * positions; k++) {
+    int64_t rest = k / in_group;
+    x_start[1] = w_start[1] = k % in_group;
+    w_limit[1] = w_start[1] + 1;
+    for (int i = n - 1; i >= 0; rest /= span[i], i--) {
+      int64_t offset = first[i] + rest % span[i];
+      x_start[i + 2] = offset * c->rhs_dilation[i];
+      x_limit[i + 2] = x_start[i + 2] + (out->dims[i + 2] - 1) * c->strides[i] + 1;
+      x_step[i + 2] = c->strides[i];
+      w_start[i + 2] = offset;
+      w_limit[i + 2] = offset + 1;
+    }
+    hlo_value x = hlo_slice(b, padded, x_start, x_limit, x_step);
+    if (outputs != groups)
+      x = hlo_reshape(b, hlo_broadcast_in_dim(b, x, rank + 1, wide, keep), rank, y_dims);
+    hlo_value w = hlo_reshape(b, hlo_slice(b, rhs, w_start, w_limit, unit), 1, &outputs);
+    hlo_value tap = hlo_binary(b, "multiply", x, hlo_broadcast_in_dim(b, w, rank, y_dims, &feature_dim));
+    y = k ? hlo_binary(b, "add", y, tap) : tap;
+  }
+  return hlo_convert(b, y, result_dtype);
+}
+
+/* Whether a batch-grouped convolution (a grouped convolution's weight
+ * grad) runs as dots batched over its groups: XLA CPU runs the op as a
+ * scalar loop nest (3x3 over [16, 64, 16, 16] in groups of 8 features:
+ * 133 ms, of 2: 514 ms; as dots 4.2 and 6.8 ms). Depthwise ones (one batch
+ * element and one output per group) keep the op, 1.7 ms against 5.7. The
+ * dots take one slice per output position, so at most 1,024 of them, and
+ * a non-empty result from non-empty operands. */
+static bool runs_as_grouped_dot(const hlo_conv* c, const hlo_type* l, const hlo_type* r,
+                                const hlo_type* out) {
+  if (c->batch_groups == 1 || c->feature_groups != 1 || c->spatial + 4 > TPU_MAX_RANK) return false;
+  int64_t positions = 1;
+  for (int i = 0; i < c->spatial; i++) positions *= out->dims[i + 2];
+  for (int i = 0; i < out->rank; i++)
+    if (l->dims[i] == 0 || r->dims[i] == 0 || out->dims[i] == 0) return false;
+  int64_t batch = l->dims[c->lhs_feature_first ? 1 : 0], outputs = r->dims[c->rhs_input_first ? 1 : 0];
+  bool depthwise = batch == c->batch_groups && outputs == c->batch_groups;
+  return !depthwise && positions <= 1024;
+}
+
+/* dims with dim 0 split into [groups, dims[0] / groups]; returns the new
+ * rank. */
+static int split_groups(const int64_t* dims, int rank, int64_t groups, int64_t* split) {
+  split[0] = groups;
+  split[1] = dims[0] / groups;
+  for (int d = 1; d < rank; d++) split[d + 1] = dims[d];
+  return rank + 1;
+}
+
+/* The batch-grouped convolution as one dot per output position: the
+ * input as [B, F, ...], padded, the strided slice that position's window
+ * reads as [G, B/G, F, window...], contracted over F and the window with
+ * the kernel as [G, O/G, I, window...], batched over G; the [G, B/G, O/G]
+ * results stacked on a last dim. One dot over all positions' slices at
+ * once took longer on XLA CPU (6 ms against 4 for groups of 8). */
+static hlo_value conv_as_grouped_dot(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hlo_conv* c,
+                                     const hlo_type* out, tpu_dtype result_dtype) {
+  int n = c->spatial;
+  hlo_type l = *hlo_type_of(b, lhs), r = *hlo_type_of(b, rhs);
+  int64_t groups = c->batch_groups, positions = 1;
+  int64_t window[TPU_MAX_RANK] = {l.dims[0], l.dims[1]}, start[TPU_MAX_RANK] = {0};
+  int64_t limit[TPU_MAX_RANK] = {l.dims[0], l.dims[1]}, step[TPU_MAX_RANK] = {1, 1};
+  int64_t batch = 0, contract[HLO_MAX_SPATIAL + 1] = {2};
+  for (int i = 0; i < n; i++) {
+    positions *= out->dims[i + 2];
+    window[i + 2] = r.dims[i + 2];
+    contract[i + 1] = i + 3;
+  }
+  hlo_value padded = padded_input(b, lhs, c);
+  int64_t split[TPU_MAX_RANK], stacked[4] = {groups, l.dims[0] / groups, r.dims[0] / groups, 1};
+  rhs = hlo_reshape(b, rhs, split_groups(r.dims, n + 2, groups, split), split);
+  int split_rank = split_groups(window, n + 2, groups, split);
+  hlo_value* dots = malloc((size_t)positions * sizeof *dots);
+  if (!dots) return hlo_fail(b, TPU_OUT_OF_MEMORY, "out of host memory building a convolution");
+  for (int64_t k = 0; k < positions; k++) {
+    int64_t rest = k;
+    for (int i = n - 1; i >= 0; rest /= out->dims[i + 2], i--) {
+      start[i + 2] = (rest % out->dims[i + 2]) * c->strides[i];
+      limit[i + 2] = start[i + 2] + (r.dims[i + 2] - 1) * c->rhs_dilation[i] + 1;
+      step[i + 2] = c->rhs_dilation[i];
+    }
+    hlo_value x = hlo_reshape(b, hlo_slice(b, padded, start, limit, step), split_rank, split);
+    hlo_value y = hlo_dot_general(b, x, rhs, &batch, &batch, 1, contract, contract, n + 1, result_dtype);
+    dots[k] = hlo_reshape(b, y, 4, stacked);
+  }
+  hlo_value y = hlo_concatenate(b, dots, (int)positions, 3);
+  free(dots);
+  int64_t perm[4] = {1, 0, 2, 3};
+  return hlo_reshape(b, hlo_transpose(b, y, perm), out->rank, out->dims);
 }
 
 hlo_value hlo_convolution(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hlo_conv* c,
@@ -181,7 +334,18 @@ hlo_value hlo_convolution(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hl
   for (int i = 0; i < n; i++)
     out.dims[i + 2] = window_count(l.dims[i + 2], c->pad_lo[i], c->pad_hi[i], c->lhs_dilation[i],
                                    r.dims[i + 2], c->rhs_dilation[i], c->strides[i]);
-  if (runs_as_patches(c, &l, &r, &out)) return conv_as_patches(b, lhs, rhs, c, &out, result_dtype);
+  conv_form form = runs_as_patches(c, &l, &r, &out)      ? conv_as_patches
+                   : runs_as_grouped_dot(c, &l, &r, &out) ? conv_as_grouped_dot
+                   : runs_as_taps(c, &r, &out)            ? conv_as_taps
+                                                          : NULL;
+  if (form) {
+    hlo_type batch_first = out;
+    batch_first.dims[0] = batch;
+    batch_first.dims[1] = features;
+    hlo_value y = form(b, c->lhs_feature_first ? swap_leading(b, lhs) : lhs,
+                       c->rhs_input_first ? swap_leading(b, rhs) : rhs, c, &batch_first, result_dtype);
+    return c->out_feature_first ? swap_leading(b, y) : y;
+  }
   char attrs[1024];
   size_t len = (size_t)snprintf(attrs, sizeof attrs, "dimension_numbers = #stablehlo.conv<");
   len = conv_layout(attrs, sizeof attrs, len, c->lhs_feature_first ? 'f' : 'b',

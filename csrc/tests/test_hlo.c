@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hlo/builder.h"
+#include "hlo/conv_ops.h"
 #include "pjrt/pjrt.h"
 #include "tests/check.h"
 
@@ -187,6 +188,120 @@ static void test_sticky_error(void) {
   hlo_builder_free(b);
 }
 
+/* A 2-d convolution by its StableHLO definition, element by element:
+ * lhs dims l, rhs dims r, out dims o, each in the layout c names. */
+static void reference_conv(const hlo_conv* c, const float* lhs, const int64_t* l, const float* rhs,
+                           const int64_t* r, float* out, const int64_t* o) {
+  int64_t in_group = r[c->rhs_input_first ? 0 : 1], outputs = r[c->rhs_input_first ? 1 : 0];
+  int64_t batch = o[c->out_feature_first ? 1 : 0];
+  for (int64_t bi = 0; bi < batch; bi++)
+    for (int64_t oi = 0; oi < outputs; oi++)
+      for (int64_t y = 0; y < o[2]; y++)
+        for (int64_t x = 0; x < o[3]; x++) {
+          int64_t lb = oi / (outputs / c->batch_groups) * batch + bi;
+          double sum = 0;
+          for (int64_t i = 0; i < in_group; i++)
+            for (int64_t ky = 0; ky < r[2]; ky++)
+              for (int64_t kx = 0; kx < r[3]; kx++) {
+                int64_t lf = oi / (outputs / c->feature_groups) * in_group + i;
+                int64_t py = y * c->strides[0] + ky * c->rhs_dilation[0] - c->pad_lo[0];
+                int64_t px = x * c->strides[1] + kx * c->rhs_dilation[1] - c->pad_lo[1];
+                if (py < 0 || px < 0 || py % c->lhs_dilation[0] || px % c->lhs_dilation[1]) continue;
+                py /= c->lhs_dilation[0];
+                px /= c->lhs_dilation[1];
+                if (py >= l[2] || px >= l[3]) continue;
+                int64_t l0 = c->lhs_feature_first ? lf : lb, l1 = c->lhs_feature_first ? lb : lf;
+                int64_t r0 = c->rhs_input_first ? i : oi, r1 = c->rhs_input_first ? oi : i;
+                sum += (double)lhs[((l0 * l[1] + l1) * l[2] + py) * l[3] + px] *
+                       rhs[((r0 * r[1] + r1) * r[2] + ky) * r[3] + kx];
+              }
+          int64_t o0 = c->out_feature_first ? oi : bi, o1 = c->out_feature_first ? bi : oi;
+          out[((o0 * o[1] + o1) * o[2] + y) * o[3] + x] = (float)sum;
+        }
+}
+
+/* hlo_convolution in each of its forms (taps, dots batched over groups,
+ * XLA's op) against the definition: which form runs is seen in the text. */
+static void test_convolution_forms(void) {
+  struct {
+    const char* name;
+    hlo_conv c;
+    int64_t l[4], r[4], o[4];
+    bool keeps_op;
+  } cases[] = {
+      {"ungrouped taps, dilated", {.strides = {1, 1}, .pad_lo = {2, 1}, .pad_hi = {1, 2},
+        .lhs_dilation = {1, 1}, .rhs_dilation = {2, 1}, .feature_groups = 1},
+       {2, 3, 5, 6}, {4, 3, 3, 3}, {2, 4, 4, 7}, false},
+      {"grouped taps over a dilated input, transposed layouts",
+       {.lhs_feature_first = true, .rhs_input_first = true, .out_feature_first = true, .strides = {1, 2},
+        .pad_lo = {2, 1}, .pad_hi = {2, 1}, .lhs_dilation = {2, 2}, .rhs_dilation = {1, 1},
+        .feature_groups = 2},
+       {4, 2, 3, 4}, {2, 6, 3, 3}, {6, 2, 7, 4}, false},
+      {"dots batched over groups (a grouped weight grad)",
+       {.lhs_feature_first = true, .rhs_input_first = true, .out_feature_first = true, .strides = {1, 1},
+        .pad_lo = {1, 1}, .pad_hi = {1, 0}, .lhs_dilation = {1, 1}, .rhs_dilation = {2, 1},
+        .batch_groups = 2, .feature_groups = 1},
+       {3, 4, 6, 5}, {3, 6, 3, 4}, {6, 2, 4, 3}, false},
+      {"depthwise weight grad keeps the op",
+       {.lhs_feature_first = true, .rhs_input_first = true, .out_feature_first = true, .strides = {1, 1},
+        .pad_lo = {1, 1}, .pad_hi = {1, 1}, .lhs_dilation = {1, 1}, .rhs_dilation = {1, 1},
+        .batch_groups = 3, .feature_groups = 1},
+       {2, 3, 4, 4}, {2, 3, 4, 4}, {3, 1, 3, 3}, true},
+      {"ungrouped strided keeps the op", {.strides = {2, 2}, .lhs_dilation = {1, 1},
+        .rhs_dilation = {1, 1}, .feature_groups = 1},
+       {1, 2, 5, 5}, {3, 2, 3, 3}, {1, 3, 2, 2}, true},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    hlo_conv c = cases[k].c;
+    c.spatial = 2;
+    if (!c.batch_groups) c.batch_groups = 1;
+    int64_t ln = 1, rn = 1, on = 1;
+    for (int i = 0; i < 4; i++) ln *= cases[k].l[i], rn *= cases[k].r[i], on *= cases[k].o[i];
+    hlo_builder* b = NULL;
+    CHECK_OK(hlo_builder_create(&b));
+    hlo_value lhs = hlo_parameter(b, hlo_type_make(TPU_F32, 1, &ln));
+    hlo_value rhs = hlo_parameter(b, hlo_type_make(TPU_F32, 1, &rn));
+    hlo_value y = hlo_convolution(b, hlo_reshape(b, lhs, 4, cases[k].l), hlo_reshape(b, rhs, 4, cases[k].r),
+                                  &c, TPU_F32);
+    CHECK(hlo_type_of(b, y) && memcmp(hlo_type_of(b, y)->dims, cases[k].o, sizeof cases[k].o) == 0);
+    y = hlo_reshape(b, y, 1, &on);
+    char* text = finish(b, &y, 1);
+    if (!text) {
+      hlo_builder_free(b);
+      continue;
+    }
+    bool has_op = strstr(text, "stablehlo.convolution") != NULL;
+    if (has_op != cases[k].keeps_op) fprintf(stderr, "%s: form not as expected\n", cases[k].name);
+    CHECK(has_op == cases[k].keeps_op);
+    float* x = malloc((size_t)(ln + rn + 2 * on) * sizeof *x);
+    float *w = x + ln, *got = w + rn, *want = got + on;
+    for (int64_t i = 0; i < ln + rn; i++) x[i] = (float)((i * 7919) % 23 - 11) / 8;
+    reference_conv(&c, x, cases[k].l, w, cases[k].r, want, cases[k].o);
+    memset(got, 0, (size_t)on * sizeof *got);
+    /* run_f32 gives both inputs one length: pass each its own. */
+    struct PJRT_LoadedExecutable* exe = NULL;
+    CHECK_OK(tpu_pjrt_compile(pjrt, text, strlen(text), &exe));
+    struct PJRT_Buffer *args[2] = {0}, *result = NULL;
+    CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, &ln, 1, x, &args[0]));
+    CHECK_OK(tpu_pjrt_buffer_from_host(pjrt, 0, TPU_F32, &rn, 1, w, &args[1]));
+    if (exe) CHECK_OK(tpu_pjrt_execute(pjrt, exe, 0, args, 2, NULL, &result, 1));
+    if (result) CHECK_OK(tpu_pjrt_buffer_to_host(pjrt, result, got, (size_t)on * sizeof *got));
+    float worst = 0;
+    for (int64_t i = 0; i < on; i++) {
+      float d = got[i] > want[i] ? got[i] - want[i] : want[i] - got[i];
+      if (d > worst) worst = d;
+    }
+    if (worst > 1e-4f) fprintf(stderr, "%s: off by %g\n", cases[k].name, worst);
+    CHECK(worst <= 1e-4f);
+    tpu_pjrt_buffer_destroy(pjrt, result);
+    for (int i = 0; i < 2; i++) tpu_pjrt_buffer_destroy(pjrt, args[i]);
+    tpu_pjrt_executable_destroy(pjrt, exe);
+    free(x);
+    free(text);
+    hlo_builder_free(b);
+  }
+}
+
 int main(void) {
   const char* plugin = check_plugin_path();
   tpu_pjrt_options options = {.plugin_path = plugin, .cpu_device_count = 1};
@@ -196,6 +311,7 @@ int main(void) {
     test_reduce_and_argmax();
     test_constant_extremes();
     test_aliased_parameters();
+    test_convolution_forms();
   }
   test_sticky_error();
   tpu_pjrt_close(pjrt);
