@@ -1,5 +1,5 @@
 """Convolutions with few input features per group (an RGB stem, depthwise
-and narrow grouped convolutions, the shapes the tap-by-tap and batched-dot
+and narrow grouped convolutions, the shapes the tap-by-tap and grouped weight grad
 lowerings serve) and one ordinary convolution for contrast: forward,
 input grad and weight grad, each a compiled tpu program and PyTorch's CPU
 backend in one run. Prints microseconds per convolution (best of

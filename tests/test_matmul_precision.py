@@ -46,9 +46,11 @@ def inputs(seed, *shapes, dtype=torch.float32):
 
 @pytest.mark.parametrize("precision", list(PRECISIONS))
 def test_mm_and_conv_carry_the_precision(precision, tmp_path):
-    # Shapes no other test uses, so these programs are built (and dumped) here.
+    # Shapes no other test uses, so these programs are built (and dumped) here;
+    # 8 input features, as from 4 or fewer the convolution is a sum of taps
+    # (elementwise float32 products, no convolution op).
     a, b = inputs(1, (7, 13), (13, 5))
-    x, w = inputs(2, (2, 3, 9, 9), (4, 3, 3, 3))
+    x, w = inputs(2, (2, 8, 9, 9), (4, 8, 3, 3))
     torch.set_float32_matmul_precision(precision)
     metrics.set_dump_dir(tmp_path)
     mm = (a.to("tpu") @ b.to("tpu")).cpu()

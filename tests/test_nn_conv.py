@@ -171,7 +171,8 @@ def test_conv_transpose2d_of_a_small_image(stride, padding, output_padding):
 # Few input features per group under a small window (RGB stems, depthwise
 # and narrow grouped convolutions), which the lowering sums tap by tap (up
 # to 72 taps, ungrouped only at stride 1 from up to 4 features), and the
-# weight grads of grouped ones, dots batched over the groups:
+# weight grads of grouped ones (the ungrouped one's diagonal blocks up to 64
+# outputs, dots batched over the groups past that):
 # (input shape, weight shape, stride, padding, dilation, groups)
 FEW_FEATURE_CASES = [
     ((2, 3, 9, 8), (8, 3, 3, 3), 1, 1, 1, 1),  # RGB stem
@@ -185,6 +186,7 @@ FEW_FEATURE_CASES = [
     ((2, 16, 6, 6), (16, 8, 3, 3), 1, 1, 1, 2),  # groups of 8: 72 taps
     ((2, 32, 6, 6), (32, 16, 3, 3), 2, 1, 1, 2),  # groups of 16: XLA's convolution forward
     ((2, 12, 8, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 2), 6),  # groups of 2, mixed options
+    ((2, 8, 5, 6), (66, 4, 3, 3), (1, 2), 1, 1, 2),  # 66 outputs: weight grad as dots batched over groups
     ((2, 8, 11), (8, 2, 3), 2, 1, 1, 4),  # conv1d
     ((2, 4, 4, 5, 4), (8, 1, 3, 3, 3), 1, 1, 1, 4),  # conv3d depthwise
     ((1, 4, 5, 4, 6), (6, 2, 2, 3, 2), (1, 2, 1), 1, 1, 2),  # conv3d grouped

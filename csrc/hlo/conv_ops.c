@@ -247,25 +247,6 @@ static hlo_value conv_as_taps(hlo_builder* b, hlo_value lhs, hlo_value rhs, cons
   return hlo_convert(b, y, result_dtype);
 }
 
-/* Whether a batch-grouped convolution (a grouped convolution's weight
- * grad) runs as dots batched over its groups: XLA CPU runs the op as a
- * scalar loop nest (3x3 over [16, 64, 16, 16] in groups of 8 features:
- * 133 ms, of 2: 514 ms; as dots 4.2 and 6.8 ms). Depthwise ones (one batch
- * element and one output per group) keep the op, 1.7 ms against 5.7. The
- * dots take one slice per output position, so at most 1,024 of them, and
- * a non-empty result from non-empty operands. */
-static bool runs_as_grouped_dot(const hlo_conv* c, const hlo_type* l, const hlo_type* r,
-                                const hlo_type* out) {
-  if (c->batch_groups == 1 || c->feature_groups != 1 || c->spatial + 4 > TPU_MAX_RANK) return false;
-  int64_t positions = 1;
-  for (int i = 0; i < c->spatial; i++) positions *= out->dims[i + 2];
-  for (int i = 0; i < out->rank; i++)
-    if (l->dims[i] == 0 || r->dims[i] == 0 || out->dims[i] == 0) return false;
-  int64_t batch = l->dims[c->lhs_feature_first ? 1 : 0], outputs = r->dims[c->rhs_input_first ? 1 : 0];
-  bool depthwise = batch == c->batch_groups && outputs == c->batch_groups;
-  return !depthwise && positions <= 1024;
-}
-
 /* dims with dim 0 split into [groups, dims[0] / groups]; returns the new
  * rank. */
 static int split_groups(const int64_t* dims, int rank, int64_t groups, int64_t* split) {
@@ -317,6 +298,52 @@ static hlo_value conv_as_grouped_dot(hlo_builder* b, hlo_value lhs, hlo_value rh
   return hlo_reshape(b, hlo_transpose(b, y, perm), out->rank, out->dims);
 }
 
+/* The batch-grouped convolution as the ungrouped one (every batch element
+ * against every output, XLA's op at full speed), keeping the diagonal
+ * blocks, where the element's group is the output's: [G, B/G, G, O/G,
+ * out...] summed over the first G with the others masked to zero. */
+static hlo_value conv_as_block_diagonal(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hlo_conv* c,
+                                        const hlo_type* out, tpu_dtype result_dtype) {
+  hlo_conv whole = *c;
+  whole.batch_groups = 1;
+  whole.lhs_feature_first = whole.rhs_input_first = whole.out_feature_first = false;
+  hlo_value y = hlo_convolution(b, lhs, rhs, &whole, result_dtype);
+  int64_t groups = c->batch_groups;
+  hlo_type blocks = {result_dtype, out->rank + 2, {groups, out->dims[0], groups, out->dims[1] / groups}};
+  for (int i = 2; i < out->rank; i++) blocks.dims[i + 2] = out->dims[i];
+  y = hlo_reshape(b, y, blocks.rank, blocks.dims);
+  hlo_value diagonal = hlo_compare(b, "EQ", hlo_iota(b, blocks, 0), hlo_iota(b, blocks, 2));
+  int64_t first = 0;
+  y = hlo_reduce(b, hlo_select(b, diagonal, y, hlo_constant_like(b, y, 0)), hlo_constant(b, result_dtype, 0),
+                 "add", &first, 1);
+  return hlo_reshape(b, y, out->rank, out->dims);
+}
+
+/* How a batch-grouped convolution (a grouped convolution's weight grad)
+ * runs, or NULL for XLA's op. XLA CPU runs the op as a scalar loop nest:
+ * 3x3 over [16, 64, 16, 16] in groups of 8 features took 133 ms, of 2
+ * 514 ms. The ungrouped convolution's diagonal blocks took 1.7 ms for
+ * either, as it does G times the work at XLA's full speed, while the dots
+ * batched over groups (4.2 and 6.5 ms) do only the needed work at a low
+ * rate; with 128 outputs in groups of 4 over 8x8 images the dots won (1.3
+ * ms against 1.6), so the blocks serve up to 64 outputs. Depthwise ones
+ * (one batch element and one output per group) keep the op: 1.6 ms there
+ * against 5.7 as dots. The dots take one slice per output position, so at
+ * most 1,024 of them; both need a non-empty result from non-empty
+ * operands. */
+static conv_form batch_grouped_form(const hlo_conv* c, const hlo_type* l, const hlo_type* r,
+                                    const hlo_type* out) {
+  if (c->batch_groups == 1 || c->feature_groups != 1 || c->spatial + 4 > TPU_MAX_RANK) return NULL;
+  int64_t positions = 1;
+  for (int i = 0; i < c->spatial; i++) positions *= out->dims[i + 2];
+  for (int i = 0; i < out->rank; i++)
+    if (l->dims[i] == 0 || r->dims[i] == 0 || out->dims[i] == 0) return NULL;
+  int64_t batch = l->dims[c->lhs_feature_first ? 1 : 0], outputs = r->dims[c->rhs_input_first ? 1 : 0];
+  if (batch == c->batch_groups && outputs == c->batch_groups) return NULL;
+  if (outputs <= 64) return conv_as_block_diagonal;
+  return positions <= 1024 ? conv_as_grouped_dot : NULL;
+}
+
 hlo_value hlo_convolution(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hlo_conv* c,
                           tpu_dtype result_dtype) {
   hlo_value operands[2] = {lhs, rhs};
@@ -334,10 +361,8 @@ hlo_value hlo_convolution(hlo_builder* b, hlo_value lhs, hlo_value rhs, const hl
   for (int i = 0; i < n; i++)
     out.dims[i + 2] = window_count(l.dims[i + 2], c->pad_lo[i], c->pad_hi[i], c->lhs_dilation[i],
                                    r.dims[i + 2], c->rhs_dilation[i], c->strides[i]);
-  conv_form form = runs_as_patches(c, &l, &r, &out)      ? conv_as_patches
-                   : runs_as_grouped_dot(c, &l, &r, &out) ? conv_as_grouped_dot
-                   : runs_as_taps(c, &r, &out)            ? conv_as_taps
-                                                          : NULL;
+  conv_form form = runs_as_patches(c, &l, &r, &out) ? conv_as_patches : batch_grouped_form(c, &l, &r, &out);
+  if (!form && runs_as_taps(c, &r, &out)) form = conv_as_taps;
   if (form) {
     hlo_type batch_first = out;
     batch_first.dims[0] = batch;

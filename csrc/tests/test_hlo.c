@@ -220,8 +220,9 @@ static void reference_conv(const hlo_conv* c, const float* lhs, const int64_t* l
         }
 }
 
-/* hlo_convolution in each of its forms (taps, dots batched over groups,
- * XLA's op) against the definition: which form runs is seen in the text. */
+/* hlo_convolution in each of its forms (taps, diagonal blocks, dots
+ * batched over groups, XLA's op) against the definition: whether the op
+ * is kept is seen in the text. */
 static void test_convolution_forms(void) {
   struct {
     const char* name;
@@ -237,11 +238,15 @@ static void test_convolution_forms(void) {
         .pad_lo = {2, 1}, .pad_hi = {2, 1}, .lhs_dilation = {2, 2}, .rhs_dilation = {1, 1},
         .feature_groups = 2},
        {4, 2, 3, 4}, {2, 6, 3, 3}, {6, 2, 7, 4}, false},
-      {"dots batched over groups (a grouped weight grad)",
+      {"diagonal blocks of the ungrouped convolution (a grouped weight grad)",
        {.lhs_feature_first = true, .rhs_input_first = true, .out_feature_first = true, .strides = {1, 1},
         .pad_lo = {1, 1}, .pad_hi = {1, 0}, .lhs_dilation = {1, 1}, .rhs_dilation = {2, 1},
         .batch_groups = 2, .feature_groups = 1},
        {3, 4, 6, 5}, {3, 6, 3, 4}, {6, 2, 4, 3}, false},
+      {"dots batched over groups (a grouped weight grad of 66 outputs)",
+       {.lhs_feature_first = true, .rhs_input_first = true, .out_feature_first = true, .strides = {1, 2},
+        .lhs_dilation = {1, 1}, .rhs_dilation = {1, 1}, .batch_groups = 2, .feature_groups = 1},
+       {2, 4, 4, 5}, {2, 66, 3, 2}, {66, 2, 2, 2}, false},
       {"depthwise weight grad keeps the op",
        {.lhs_feature_first = true, .rhs_input_first = true, .out_feature_first = true, .strides = {1, 1},
         .pad_lo = {1, 1}, .pad_hi = {1, 1}, .lhs_dilation = {1, 1}, .rhs_dilation = {1, 1},
