@@ -508,6 +508,74 @@ def test_logcumsumexp_infinities_nan_edges_and_gradients():
     check(grad, make((3, 7), torch.float32), rtol=1e-5, atol=1e-5)
 
 
+# ---- long rows and columns ----
+# A reduction over the trailing dims (rows) or the leading ones (columns) of
+# more than 32 elements is folded by slices before the reduce (see
+# csrc/hlo/reduce.c): lengths just past 32, one not a multiple of the slice
+# width (the last slice padded), exactly 32 x 32, past it (folded twice),
+# several dims at once, and every dim.
+LONG = [((3, 33), (1,)), ((2, 100), (1,)), ((3, 1024), (1,)), ((2, 1025), (1,)), ((2, 5000), (1,)),
+        ((2, 7, 40), (1, 2)), ((33, 3), (0,)), ((100, 2), (0,)), ((1025, 3), (0,)), ((40, 7, 2), (0, 1)),
+        ((70, 40), (0, 1))]
+
+
+@pytest.mark.parametrize("shape,dims", LONG)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_long_sum_mean_prod(shape, dims, dtype):
+    x = make(shape, dtype)
+    check(lambda x: torch.sum(x, dims), x)
+    if dtype.is_floating_point:
+        check(lambda x: torch.mean(x, dims, keepdim=True), x)
+    if dtype == torch.float32:  # PyTorch's CPU prod rounds each product in bfloat16
+        # prod takes one dim: the reduced dims flattened into one. Factors
+        # near 1, so that thousands of them neither overflow nor vanish.
+        check(lambda x: torch.prod(1 + x.flatten(dims[0], dims[-1]) / 100, dims[0]), x, rtol=1e-4)
+    check(lambda x: torch.sum(x.transpose(0, -1), tuple(x.dim() - 1 - d for d in dims)), x)  # strided input
+
+
+@pytest.mark.parametrize("shape,dims", LONG)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_long_amax_amin(shape, dims, dtype):
+    x = make(shape, dtype)
+    check(lambda x: (torch.amax(x, dims), torch.amin(x, dims)), x)
+    if dtype.is_floating_point:
+        # A NaN alone in the last (padded) slice, and one in the first, still wins.
+        flat = x.clone().flatten()
+        flat[-1] = NAN
+        check(lambda x: (torch.amax(x, dims), torch.amin(x, dims)), flat.view(shape))
+        flat = x.clone().flatten()
+        flat[0] = NAN
+        check(lambda x: (torch.amax(x, dims), torch.amin(x, dims)), flat.view(shape))
+
+
+@pytest.mark.parametrize("shape,dims", LONG)
+def test_long_all_any(shape, dims):
+    ones = torch.ones(shape, dtype=torch.bool)
+    last_false = ones.clone().flatten()
+    last_false[-1] = False
+    for x in (ones, last_false.view(shape), ~ones, ~last_false.view(shape), make(shape, torch.bool)):
+        check(lambda x: (torch.all(x, dims[0]), torch.any(x, dims[-1])), x)
+
+
+@pytest.mark.parametrize("n", [33, 100, 1025])
+def test_long_softmax_rows(n):
+    x = make((5, n), torch.float32) * 4
+    x[1, n - 1] = NAN  # a NaN in the last slice: the whole row NaN
+    x[2, 0] = INF  # +inf: PyTorch's row of NaN
+    x[3, :] = -INF  # every entry -inf: NaN, 0 from _safe_softmax
+    x[4, : n // 2] = -INF
+    for dim in (1, 0):
+        check(lambda x: torch.softmax(x, dim), x)
+        check(lambda x: torch.log_softmax(x, dim), x)
+        check(lambda x: torch.logsumexp(x, dim), x)
+        check(lambda x: torch.ops.aten._safe_softmax(x, dim), x)
+    y = make((3, n), torch.float32)
+    y[1, n - 1] = NAN
+    y[2, :] = -INF
+    y[2, n - 1] = NAN  # a NaN among -inf: not an empty row, so NaN
+    check(lambda y: torch.ops.aten._safe_softmax(y, 1), y)
+
+
 # ---- views, in-place and out= ----
 
 def test_non_contiguous_inputs():

@@ -19,8 +19,9 @@ torch.utils.rename_privateuse1_backend("tpu")
 
 from . import _C  # noqa: E402  (needs the backend name first)
 
-_C._init(_plugin.find_plugin(), int(os.environ.get("TORCH_TPU_CPU_DEVICES", "0")), _plugin.worker_nice(),
-         _plugin.keep_freed_memory())
+_plugin_path = _plugin.find_plugin()
+_C._init(_plugin_path, int(os.environ.get("TORCH_TPU_CPU_DEVICES", "0")), _plugin.worker_nice(),
+         _plugin.keep_freed_memory(_plugin_path))
 
 from . import cache  # noqa: E402
 from . import device as _device_module  # noqa: E402

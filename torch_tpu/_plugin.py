@@ -37,13 +37,16 @@ def _cuda():
     return None
 
 
+CPU_PLUGIN_FILE = "xla_cpu_pjrt.so"
+
+
 def _cpu():
     try:
         d = _package_dir("xla_plugins.xla_cpu_pjrt")
     except ModuleNotFoundError:
         d = None
     if d:
-        path = os.path.join(d, "xla_cpu_pjrt.so")
+        path = os.path.join(d, CPU_PLUGIN_FILE)
         if os.path.exists(path):
             return path
     return None
@@ -89,16 +92,18 @@ def worker_nice():
     return value
 
 
-def keep_freed_memory():
+def keep_freed_memory(plugin_path):
     """TORCH_TPU_CPU_KEEP_FREED_MEMORY: 1 (the default) keeps freed host
-    memory in the process when the plugin is the CPU one (see
-    csrc/pjrt/pjrt_host_memory.c), 0 leaves the C library's policy alone; any
-    other value raises ValueError saying what is wanted."""
+    memory in the process when plugin_path is the CPU plugin (a file named
+    CPU_PLUGIN_FILE; see csrc/pjrt/pjrt_host_memory.c), 0 leaves the C
+    library's policy alone; any other value raises ValueError saying what is
+    wanted. Decided from the file, as the policy must precede the plugin's
+    threads, before the plugin names its platform."""
     text = os.environ.get("TORCH_TPU_CPU_KEEP_FREED_MEMORY", "1")
     if text not in ("0", "1"):
         raise ValueError(f"TORCH_TPU_CPU_KEEP_FREED_MEMORY={text!r}: expected 1 (keep freed host memory "
                          "for the CPU plugin's next executions, the default) or 0 (return it to the system)")
-    return text == "1"
+    return text == "1" and os.path.basename(plugin_path) == CPU_PLUGIN_FILE
 
 
 if __name__ == "__main__":

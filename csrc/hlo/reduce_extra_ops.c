@@ -1,4 +1,6 @@
 /* NaN-propagating max/min reductions, and running reductions. */
+#include <math.h>
+
 #include "hlo/builder_impl.h"
 #include "hlo/elementwise_extra_ops.h"
 #include "hlo/reduce_extra_ops.h"
@@ -7,10 +9,18 @@ static hlo_value combine_extreme(hlo_builder* b, hlo_value x, hlo_value y, const
   return hlo_min_max(b, (const char*)op, x, y, true);
 }
 
+/* XLA's maximum (on CPU) may drop a NaN, so a float result is NaN where
+ * any element is. Two reductions, each combining an operand once, rather
+ * than one whose combine selects on NaN: chained over a long row's folded
+ * slices (reduce.c), a combine reading each operand three times grew the
+ * code XLA generates threefold per slice (16 slices took 110 s to compile). */
 hlo_value hlo_reduce_extreme(hlo_builder* b, hlo_value x, hlo_value init, bool is_max,
                              const int64_t* dims, int dim_count) {
-  return reduce_with_region(b, x, init, dims, dim_count, combine_extreme,
-                            is_max ? "maximum" : "minimum");
+  hlo_value extreme = hlo_reduce(b, x, init, is_max ? "maximum" : "minimum", dims, dim_count);
+  if (x == HLO_INVALID || !tpu_dtype_is_float(hlo_type_of(b, x)->dtype)) return extreme;
+  hlo_value any_nan = hlo_reduce(b, hlo_compare(b, "NE", x, x), hlo_constant(b, TPU_BOOL, 0), "or", dims,
+                                 dim_count);
+  return hlo_select(b, any_nan, hlo_constant_like(b, extreme, NAN), extreme);
 }
 
 /* A log-depth scan (Hillis and Steele): step k combines each element with

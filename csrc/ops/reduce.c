@@ -250,10 +250,14 @@ static tpu_status lower_count_nonzero(tpu_lowering* l) {
 /* x minus its max over dims: the shift that keeps exp from overflowing.
  * With finite_only an infinite max shifts by 0 instead (logsumexp's rule,
  * so a row of -inf gives -inf rather than nan). *out_max (optional) gets
- * the shift. */
+ * the shift. Unless nan_max, the max may skip a NaN (XLA's plain maximum,
+ * several times cheaper on XLA CPU than one letting NaN win): a NaN in a
+ * row still makes the row's exp sum, so every result of it, NaN. */
 static hlo_value shift_by_max(hlo_builder* b, hlo_value x, const reduction* r, bool finite_only,
-                              hlo_value* out_max) {
-  hlo_value m = reduce(b, x, hlo_type_of(b, x)->dtype, "maximum", r);
+                              bool nan_max, hlo_value* out_max) {
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  hlo_value m = nan_max ? reduce(b, x, t, "maximum", r)
+                        : hlo_reduce(b, x, identity(b, t, "maximum"), "maximum", r->dims, r->count);
   if (finite_only) m = hlo_select(b, hlo_unary(b, "is_finite", m), m, hlo_constant_like(b, m, 0));
   if (out_max) *out_max = m;
   return hlo_binary(b, "subtract", x, expand_back(b, m, r));
@@ -266,7 +270,7 @@ static tpu_status lower_logsumexp(tpu_lowering* l) {
   reduction r = reduction_of(l, 0, 1, true);
   tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
   hlo_value m;
-  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), &r, true, &m);
+  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), &r, true, false, &m);
   hlo_value sum = reduce(b, hlo_unary(b, "exponential", shifted), t, "add", &r);
   tpu_lower_set_output(l, 0, hlo_binary(b, "add", hlo_unary(b, "log", sum), m));
   return NULL;
@@ -284,7 +288,9 @@ static tpu_status lower_softmax(tpu_lowering* l) {
   reduction r = reduction_of(l, 0, 1, true);
   tpu_dtype t = tpu_dtype_compute(safe ? tpu_lower_output_type(l, 0).dtype : r.in.dtype);
   hlo_value m;
-  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), &r, false, &m);
+  /* _safe_softmax's empty rows are those whose max is -inf, so there a NaN
+   * must win the max. */
+  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), &r, false, safe, &m);
   hlo_value e = hlo_unary(b, "exponential", shifted);
   hlo_value sum = expand_back(b, reduce(b, e, t, "add", &r), &r);
   hlo_value result = !strcmp(name, "_log_softmax") ? hlo_binary(b, "subtract", shifted, hlo_unary(b, "log", sum))

@@ -29,8 +29,10 @@ typedef struct tpu_pjrt_options {
    * starts while it opens, so they yield the host's cores to the threads
    * issuing work (see pjrt_threads.c); 0 leaves them alone. */
   int worker_nice;
-  /* On the CPU platform, keep freed host memory in the process instead of
-   * returning large blocks to the system at each free (pjrt_host_memory.c). */
+  /* Keep freed host memory in the process instead of returning large blocks
+   * to the system at each free (pjrt_host_memory.c). Process-wide and set
+   * before the plugin starts its threads, so before its platform is known:
+   * ask for it with the CPU plugin only, whose device memory is the host's. */
   bool keep_freed_memory;
 } tpu_pjrt_options;
 

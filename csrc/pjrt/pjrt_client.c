@@ -354,6 +354,7 @@ tpu_status tpu_pjrt_open(const tpu_pjrt_options* options, tpu_pjrt** out_pjrt) {
     goto fail;
   }
   if ((status = read_xla_version(pjrt))) goto fail;
+  if (options->keep_freed_memory) pjrt->keeps_freed_memory = tpu_host_memory_keep_freed();
   if ((status = create_client(pjrt, options))) goto fail;
   if ((status = read_platform(pjrt))) goto fail;
   if ((status = read_devices(pjrt))) goto fail;
@@ -361,7 +362,6 @@ tpu_status tpu_pjrt_open(const tpu_pjrt_options* options, tpu_pjrt** out_pjrt) {
   if (strcmp(pjrt->platform_name, "cpu") == 0) {
     if (options->worker_nice > 0)
       pjrt->lowered_threads = tpu_threads_lower_priority_since(&before, options->worker_nice);
-    if (options->keep_freed_memory) pjrt->keeps_freed_memory = tpu_host_memory_keep_freed();
   }
   tpu_thread_ids_free(&before);
   *out_pjrt = pjrt;

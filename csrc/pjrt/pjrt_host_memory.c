@@ -1,4 +1,4 @@
-/* On the CPU platform freed host memory stays in the process.
+/* Freed host memory stays in the process (for the CPU platform).
  *
  * The CPU plugin's device memory is the host's: at each execution it mallocs
  * the program's outputs and its scratch area (the temporaries XLA's buffer
@@ -9,8 +9,13 @@
  * step joined into one program spent a fifth of its time in the kernel doing
  * that. Large blocks come from the heap instead, and freed memory at the
  * heap's top stays up to 2 GiB, as a GPU backend's caching allocator keeps
- * device memory. Process-wide (glibc has one policy per process); glibc
- * only. */
+ * device memory. Every thread allocates from that one heap (one arena): a
+ * thread of its own arena gets any block over 64 MiB as a fresh mapping
+ * whatever the mmap settings, and the plugin's worker threads allocate the
+ * scratch (minGPT's forward and backward program: 68 MiB, mapped and
+ * unmapped at every step). A thread takes its arena at its first malloc, so
+ * this runs before the plugin's threads start. Process-wide (glibc has one
+ * policy per process); glibc only. */
 #include <limits.h>
 
 #include "pjrt/pjrt_internal.h"
@@ -19,7 +24,8 @@
 #include <malloc.h>
 
 bool tpu_host_memory_keep_freed(void) {
-  return mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
+  return mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1 &&
+         mallopt(M_ARENA_MAX, 1) == 1;
 }
 
 #else

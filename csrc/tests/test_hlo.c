@@ -84,6 +84,44 @@ static void test_reduce_and_argmax(void) {
   hlo_builder_free(b);
 }
 
+/* Reductions over long rows and columns, folded by slices before (or
+ * instead of) the reduce: sums and maxima against loops, on small integers so
+ * every sum is exact. */
+static void test_folded_reductions(void) {
+  struct {
+    int64_t rows, cols;
+    bool down_columns, is_max;
+  } cases[] = {{3, 1025, false, false}, {4, 40, false, true}, {1025, 3, true, false}, {70, 5, true, true}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    int64_t dims[2] = {cases[k].rows, cases[k].cols}, n = dims[0] * dims[1];
+    int64_t axis = cases[k].down_columns ? 0 : 1, kept = dims[1 - axis];
+    hlo_builder* b = NULL;
+    CHECK_OK(hlo_builder_create(&b));
+    hlo_value x = hlo_reshape(b, hlo_parameter(b, hlo_type_make(TPU_F32, 1, &n)), 2, dims);
+    hlo_value init = hlo_constant(b, TPU_F32, cases[k].is_max ? -1e30 : 0);
+    hlo_value r = hlo_reduce(b, x, init, cases[k].is_max ? "maximum" : "add", &axis, 1);
+    CHECK(hlo_type_of(b, r) && hlo_type_of(b, r)->rank == 1 && hlo_type_of(b, r)->dims[0] == kept);
+    char* text = finish(b, &r, 1);
+    CHECK(text && strstr(text, "stablehlo.slice"));
+    float* in = malloc((size_t)(n + 2 * kept) * sizeof *in);
+    float *got = in + n, *want = got + kept;
+    for (int64_t i = 0; i < n; i++) in[i] = (float)((i * 37) % 11 - 5);
+    for (int64_t j = 0; j < kept; j++) want[j] = cases[k].is_max ? -1e30f : 0;
+    for (int64_t i = 0; i < dims[0]; i++)
+      for (int64_t c = 0; c < dims[1]; c++) {
+        float v = in[i * dims[1] + c], *w = &want[cases[k].down_columns ? c : i];
+        *w = cases[k].is_max ? (v > *w ? v : *w) : *w + v;
+      }
+    const float* inputs[1] = {in};
+    memset(got, 0, (size_t)kept * sizeof *got);
+    if (text) run_f32(text, inputs, 1, n, got, (size_t)kept * sizeof *got);
+    for (int64_t j = 0; j < kept; j++) CHECK(got[j] == want[j]);
+    free(in);
+    free(text);
+    hlo_builder_free(b);
+  }
+}
+
 /* Each integer type's extremes printed in range (a literal out of range
  * fails to parse), and a module returning them compiles. */
 static void test_constant_extremes(void) {
@@ -314,6 +352,7 @@ int main(void) {
   if (pjrt) {
     test_add_text_and_run();
     test_reduce_and_argmax();
+    test_folded_reductions();
     test_constant_extremes();
     test_aliased_parameters();
     test_convolution_forms();
