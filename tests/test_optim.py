@@ -173,7 +173,13 @@ def test_lbfgs(line_search):
         for _ in range(3):
             opt.step(closure)
         results.append(w.detach())
-    assert_param_close(results[1], results[0], "w after 3 steps")
+    if line_search:
+        # The strong-Wolfe search branches on comparisons of losses, so a
+        # different summation order in the loss's mean (as exact, not the
+        # same) moved w by up to 0.4% after 3 steps (fused mode).
+        assert_close(results[1], results[0], rtol=1e-2, atol=1e-3)
+    else:
+        assert_param_close(results[1], results[0], "w after 3 steps")
 
 
 @pytest.mark.parametrize("cls", [torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW])
