@@ -24,6 +24,7 @@ enum { FOLD_WIDTH = 32 };
  * last padded with init, combined elementwise. */
 static hlo_value fold_axis(hlo_builder* b, hlo_value x, hlo_value init, int axis, int64_t slices,
                            hlo_combine_fn combine, const void* context) {
+  if (!values_valid(b, &x, 1)) return HLO_INVALID;
   hlo_type in = *hlo_type_of(b, x);
   int64_t n = in.dims[axis], width = (n + slices - 1) / slices;
   int64_t zeros[TPU_MAX_RANK] = {0}, high[TPU_MAX_RANK] = {0}, start[TPU_MAX_RANK] = {0};
@@ -85,14 +86,19 @@ hlo_value reduce_with_region(hlo_builder* b, hlo_value x, hlo_value init, const 
     init = hlo_convert(b, init, wide);
     hlo_value result;
     if (rows) {
-      for (; n > FOLD_WIDTH; n = hlo_type_of(b, x)->dims[axis])
-        x = fold_axis(b, x, init, axis, min_i64((n + FOLD_WIDTH - 1) / FOLD_WIDTH, FOLD_WIDTH), combine,
-                      context);
+      while (n > FOLD_WIDTH) {
+        int64_t slices = min_i64((n + FOLD_WIDTH - 1) / FOLD_WIDTH, FOLD_WIDTH);
+        x = fold_axis(b, x, init, axis, slices, combine, context);
+        n = (n + slices - 1) / slices;
+      }
       int64_t last = axis;
       result = reduce_with_region(b, x, init, &last, 1, combine, context);
     } else {
-      for (; n > 1; n = hlo_type_of(b, x)->dims[0])
-        x = fold_axis(b, x, init, 0, min_i64(n, FOLD_WIDTH), combine, context);
+      while (n > 1) {
+        int64_t slices = min_i64(n, FOLD_WIDTH);
+        x = fold_axis(b, x, init, 0, slices, combine, context);
+        n = (n + slices - 1) / slices;
+      }
       result = hlo_reshape(b, x, kept, shape + 1);
     }
     return hlo_convert(b, result, in.dtype);
