@@ -12,13 +12,13 @@ rounds) and each side's ratio to the tpu math form.
 """
 import argparse
 import contextlib
-import time
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import torch_tpu  # noqa: F401 (registers the tpu device)
+from timing import best_ms
 
 
 def make_side(device, dtype, shape, backend, sync):
@@ -35,18 +35,6 @@ def make_side(device, dtype, shape, backend, sync):
         q.grad = k.grad = v.grad = None
         return form
     return step
-
-
-def best_ms(sides, steps, repeats):
-    forms = {name: step() for name, step in sides.items()}  # compiles every program
-    best = dict.fromkeys(sides, float("inf"))
-    for _ in range(repeats):
-        for name, step in sides.items():
-            start = time.perf_counter()
-            for _ in range(steps):
-                step()
-            best[name] = min(best[name], (time.perf_counter() - start) / steps * 1e3)
-    return best, forms
 
 
 def main():

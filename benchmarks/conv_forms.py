@@ -8,12 +8,11 @@ convolutions, so launch costs spread) and tpu's speed relative to CPU.
 
     python benchmarks/conv_forms.py [--per-program 8 --steps 10 --repeats 5]
 """
-import argparse
 import torch
 import torch.nn.functional as F
 
 import torch_tpu  # noqa: F401 (registers the tpu device)
-from attention import best_ms
+from timing import best_ms, per_program_args
 
 # name: (input shape, weight shape, stride, padding, groups)
 CASES = {
@@ -38,12 +37,7 @@ def part_fn(part, stride, padding, groups):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--per-program", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    torch._dynamo.config.recompile_limit = torch._dynamo.config.cache_size_limit = 64
+    args = per_program_args(__doc__, per_program=8, repeats=5)
     r = args.per_program
     print(f"{'convolution':34s} {'part':12s} {'tpu us':>9s} {'cpu us':>9s} {'tpu vs cpu':>10s}")
     for name, (x_shape, w_shape, stride, padding, groups) in CASES.items():

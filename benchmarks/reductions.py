@@ -8,13 +8,11 @@ to CPU.
 
     python benchmarks/reductions.py [--per-program 32 --steps 10 --repeats 7]
 """
-import argparse
-
 import torch
 import torch.nn.functional as F
 
 import torch_tpu  # noqa: F401 (registers the tpu device)
-from attention import best_ms
+from timing import best_ms, per_program_args
 
 # name: (function, input shape)
 CASES = {
@@ -31,12 +29,7 @@ CASES = {
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--per-program", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=7)
-    args = parser.parse_args()
-    torch._dynamo.config.recompile_limit = torch._dynamo.config.cache_size_limit = 64
+    args = per_program_args(__doc__, per_program=32, repeats=7)
     r = args.per_program
     print(f"{'reduction':36s} {'tpu us':>9s} {'cpu us':>9s} {'tpu vs cpu':>10s}")
     for name, (fn, shape) in CASES.items():
