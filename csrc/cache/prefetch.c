@@ -9,6 +9,7 @@
 
 #include "cache/disk_cache.h"
 #include "cache/program_cache.h"
+#include "cache/program_maps.h"
 
 typedef enum { QUEUED, LOADING, LOADED, TAKEN } prefetch_state;
 
@@ -16,7 +17,7 @@ typedef struct prefetched {
   uint64_t text_hash;
   size_t text_size;
   struct PJRT_LoadedExecutable* executable; /* NULL if the load failed */
-  long maps;
+  long maps; /* what it holds, measured or estimated (0 if the load failed) */
   prefetch_state state;
 } prefetched;
 
@@ -30,6 +31,7 @@ static bool listing; /* the loader is still listing the cache directory */
  * cache's budget does not see them, so the loader stops at half of it. */
 static long held_maps;
 static pthread_t thread;
+static program_maps maps_counter; /* the loader thread's loads */
 static tpu_pjrt* loader_pjrt;
 
 /* Lists the last session's files (a stat of every cache file: kept off the
@@ -49,16 +51,19 @@ static void* load_all(void* unused) {
     if (!done) items[i].state = LOADING;
     pthread_mutex_unlock(&lock);
     if (done) return NULL;
-    long before = program_cache_count_maps();
+    bool measure = program_maps_measure_next(&maps_counter);
+    long before = measure ? program_maps_now() : -1;
     struct PJRT_LoadedExecutable* executable = NULL;
     size_t text_size = 0;
     disk_cache_load_hash(loader_pjrt, items[i].text_hash, &text_size, &executable);
-    long after = program_cache_count_maps();
+    long maps = !executable ? 0
+                : measure   ? program_maps_since(&maps_counter, before, text_size)
+                            : program_maps_estimate(&maps_counter, text_size);
     pthread_mutex_lock(&lock);
     items[i].executable = executable;
     items[i].text_size = text_size;
-    items[i].maps = before < 0 || after < 0 ? -1 : after - before;
-    if (executable) held_maps += items[i].maps > 0 ? items[i].maps : 1;
+    items[i].maps = maps;
+    held_maps += maps;
     items[i].state = LOADED;
     pthread_cond_broadcast(&changed);
     pthread_mutex_unlock(&lock);
@@ -90,7 +95,7 @@ bool prefetch_take(uint64_t text_hash, size_t text_size, struct PJRT_LoadedExecu
   if (found) {
     /* Not started yet: the caller loads it now, the loader skips it. */
     executable = found->state == LOADED ? found->executable : NULL;
-    if (executable) held_maps -= found->maps > 0 ? found->maps : 1;
+    if (executable) held_maps -= found->maps;
     match = executable && found->text_size == text_size;
     *out_maps = found->maps;
     found->executable = NULL;

@@ -22,7 +22,8 @@ void prefetch_start(tpu_pjrt* pjrt);
 /* The prefetched executable of the program with this text hash and length,
  * waiting if it is being loaded; false if it was not prefetched (or not
  * yet started: then it is left to the caller). *out_maps: the memory maps
- * its load added (-1 where /proc cannot say). Runtime lock held. */
+ * it holds, measured or estimated by the loader's own counter (see
+ * program_maps.h), at least 1. Runtime lock held. */
 bool prefetch_take(uint64_t text_hash, size_t text_size, struct PJRT_LoadedExecutable** out_executable,
                    long* out_maps);
 

@@ -8,6 +8,7 @@
 #include "cache/disk_cache.h"
 #include "cache/dump.h"
 #include "cache/prefetch.h"
+#include "cache/program_maps.h"
 #include "tpu/runtime.h"
 
 #define BUCKETS 4096
@@ -31,20 +32,7 @@ static cached_program* oldest;
 static long loaded_maps; /* the loaded executables' maps */
 static long budget;
 
-/* Reading /proc/self/maps costs 1-2 us a map (the kernel formats every
- * line), a millisecond even in a fresh process: in a warm start, where
- * every program is a first load from the disk cache, counting each one
- * took a quarter of the first step. So the first few first loads are
- * measured, and one in 64 after them; the others are estimated from the
- * program text's size at twice the maps per byte of all programs measured
- * together. (Not the highest ratio seen: a small program measured while
- * other threads map memory can show tens of times the usual ratio, and
- * scaled up to a large program's text that estimate alone exceeded the
- * whole budget, unloading programs needed every step.) */
-#define MEASURED_FIRST 8
-#define MEASURE_EVERY 64
-static double measured_maps_total, measured_bytes_total;
-static unsigned first_loads;
+static program_maps maps_counter; /* the loads made under the runtime lock */
 
 uint64_t cache_hash(const void* data, size_t size, uint64_t seed) {
   /* FNV-1a over 8-byte words, then the tail bytes: keys are hashed on every
@@ -86,18 +74,6 @@ long program_cache_map_budget(void) {
   return budget;
 }
 
-long program_cache_count_maps(void) {
-  FILE* f = fopen("/proc/self/maps", "r");
-  if (!f) return -1;
-  long lines = 0;
-  char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-    for (const char* p = chunk; (p = memchr(p, '\n', (size_t)(chunk + n - p))); p++) lines++;
-  fclose(f);
-  return lines;
-}
-
 static void unlink_loaded(cached_program* p) {
   if (p->newer) p->newer->older = p->older; else newest = p->older;
   if (p->older) p->older->newer = p->newer; else oldest = p->newer;
@@ -131,25 +107,6 @@ static void unload_past_budget(tpu_pjrt* pjrt) {
   }
 }
 
-/* `held`: the maps a load added, -1 where /proc could not say. Other
- * threads map and unmap too: a rough figure, at least one. */
-static int record_measured(long held, size_t size) {
-  held = held < 0 ? 3 : held < 1 ? 1 : held > 1000000 ? 1000000 : held;
-  measured_maps_total += (double)held;
-  measured_bytes_total += (double)size;
-  return (int)held;
-}
-
-static int measured_maps(long before, size_t size) {
-  long after = program_cache_count_maps();
-  return record_measured(before < 0 || after < 0 ? -1 : after - before, size);
-}
-
-static int estimated_maps(size_t size) {
-  double maps = 2.0 * measured_maps_total / measured_bytes_total * (double)size;
-  return maps < 3 ? 3 : maps > 1000000 ? 1000000 : (int)maps;
-}
-
 /* Only the CPU plugin's executables hold host maps (its JIT maps each
  * kernel). A GPU's or TPU's code lives on the device: there an executable
  * counts as one map, and nothing is measured, since a compile's own threads
@@ -163,16 +120,14 @@ static bool code_in_host_maps(const tpu_pjrt* pjrt) {
 static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
   *out_compiled = false;
   bool host = code_in_host_maps(pjrt);
-  bool first_load = host && !p->maps;
-  bool measure = first_load && (first_loads < MEASURED_FIRST || first_loads % MEASURE_EVERY == 0);
-  if (first_load) first_loads++;
   long prefetched_maps;
   if (prefetch_take(p->hash, p->size, &p->executable, &prefetched_maps)) {
     disk_cache_note_hit(p->hash);
     tpu_counter_add(TPU_COUNTER_DISK_PREFETCH, 1);
-    if (first_load) p->maps = record_measured(prefetched_maps, p->size); /* measured by the loader */
+    if (host && !p->maps) p->maps = (int)prefetched_maps; /* counted by the loader */
   }
-  long maps_before = measure && !p->executable ? program_cache_count_maps() : -1;
+  bool measure = host && !p->maps && !p->executable && program_maps_measure_next(&maps_counter);
+  long maps_before = measure ? program_maps_now() : -1;
   if (!p->executable) TPU_RETURN_IF_ERROR(disk_cache_load(pjrt, p->text, p->size, &p->executable));
   if (!p->executable) {
     int64_t start = now_nanos();
@@ -185,7 +140,9 @@ static tpu_status load(tpu_pjrt* pjrt, cached_program* p, bool* out_compiled) {
   /* Read once here: asking the plugin per execution builds every output's
    * shape each time. */
   p->output_count = tpu_pjrt_executable_output_count(pjrt, p->executable);
-  if (!p->maps) p->maps = !host ? 1 : measure ? measured_maps(maps_before, p->size) : estimated_maps(p->size);
+  if (!p->maps)
+    p->maps = !host ? 1 : measure ? program_maps_since(&maps_counter, maps_before, p->size)
+                             : program_maps_estimate(&maps_counter, p->size);
   loaded_maps += p->maps;
   push_newest(p);
   unload_past_budget(pjrt);

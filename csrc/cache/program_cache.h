@@ -48,9 +48,6 @@ tpu_status program_cache_run(tpu_pjrt* pjrt, cached_program* program, int device
  * whatever it holds. */
 long program_cache_map_budget(void);
 
-/* The process's memory maps now; -1 where /proc cannot say. */
-long program_cache_count_maps(void);
-
 /* A 64-bit FNV-1a-style fingerprint (word at a time), used by the caches;
  * entries also compare the full key, so collisions cost only a lookup. */
 uint64_t cache_hash(const void* data, size_t size, uint64_t seed);
