@@ -23,6 +23,7 @@ _plugin_path = _plugin.find_plugin()
 _C._init(_plugin_path, int(os.environ.get("TORCH_TPU_CPU_DEVICES", "0")), _plugin.worker_nice(),
          _plugin.keep_freed_memory(_plugin_path))
 
+from . import _meta  # noqa: E402,F401 (meta kernels PyTorch lacks)
 from . import cache  # noqa: E402
 from . import device as _device_module  # noqa: E402
 from . import metrics  # noqa: E402,F401
