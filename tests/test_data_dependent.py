@@ -1,5 +1,5 @@
-"""Ops whose output length depends on the values: masked_select, nonzero and
-indexing with a boolean mask (x[mask]).
+"""Ops whose output length depends on the values: masked_select, nonzero,
+indexing with a boolean mask (x[mask]), bincount and unique.
 The glue counts the selected elements on the device (reading the count back
 is a sync, as on CUDA), then runs one program for that length; results must
 equal the CPU's exactly."""
@@ -144,3 +144,86 @@ def test_cross_entropy_weight_label_smoothing_mean_uses_masked_select():
     expected.backward()
     actual.backward()
     assert_close(xd.grad, xc.grad)
+
+
+# ---- bincount ----
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_bincount(dtype):
+    values = torch.tensor([3, 1, 3, 0, 7, 1, 1], dtype=dtype)
+    check(torch.bincount, values)
+    check(lambda v: torch.bincount(v, minlength=12), values)  # minlength past the largest value
+    check(lambda v: torch.bincount(v, minlength=2), values)  # and short of it
+    check(lambda v: torch.bincount(v[::2]), values)  # a strided view
+
+
+@pytest.mark.parametrize("weight_dtype", [torch.float32, torch.float64, torch.int64])
+def test_bincount_weighted(weight_dtype):
+    """float32 weights count in float32, others in float64, as on CPU."""
+    values = torch.randint(0, 6, (40,), generator=torch.Generator().manual_seed(0))
+    check(torch.bincount, values, make((40,), seed=2).to(weight_dtype))
+
+
+def test_bincount_edges_and_errors_match_cpu():
+    check(torch.bincount, torch.zeros(0, dtype=torch.int64))  # nothing: no bins
+    check(lambda v: torch.bincount(v, minlength=3), torch.zeros(0, dtype=torch.int64))
+    check(lambda v, w: torch.bincount(v, w), torch.zeros(0, dtype=torch.int64), torch.zeros(0))
+    check(torch.bincount, torch.tensor([5]))
+    x = torch.tensor([-1, 2]).to("tpu")
+    with pytest.raises(RuntimeError, match=r"bincount: expected non-negative values, got -1 in input of shape \[2\]"):
+        torch.bincount(x)
+    with pytest.raises(RuntimeError, match=r"bincount: expected a 1-d tensor of non-negative integers, got Float"):
+        torch.bincount(torch.ones(3, device="tpu"))
+    with pytest.raises(RuntimeError, match=r"bincount: weights should be 1-d and as long as the input"):
+        torch.bincount(torch.tensor([1, 2], device="tpu"), torch.ones(3, device="tpu"))
+    with pytest.raises(RuntimeError, match=r"bincount: minlength should be >= 0, got -1"):
+        torch.bincount(torch.tensor([1, 2], device="tpu"), minlength=-1)
+    assert torch.bincount(x.abs()).tolist() == [0, 1, 1]  # the process goes on
+
+
+# ---- unique ----
+
+UNIQUE_FLAGS = [dict(), dict(return_inverse=True), dict(return_counts=True),
+                dict(return_inverse=True, return_counts=True)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int8, torch.bool])
+@pytest.mark.parametrize("flags", UNIQUE_FLAGS, ids=["values", "inverse", "counts", "both"])
+def test_unique(dtype, flags):
+    values = (make((5, 6), seed=3).round() % 4).to(dtype)  # repeats
+    check(lambda v: torch.unique(v, **flags), values)
+    check(lambda v: torch.unique(v.t()[1:], **flags), values)  # a non-contiguous view
+
+
+@pytest.mark.parametrize("flags", UNIQUE_FLAGS, ids=["values", "inverse", "counts", "both"])
+def test_unique_edges(flags):
+    check(lambda v: torch.unique(v, **flags), torch.zeros(0, 3))  # empty
+    check(lambda v: torch.unique(v, **flags), torch.tensor(2.5))  # 0-d
+    check(lambda v: torch.unique(v, **flags), torch.full((4,), 7))  # one value
+    check(lambda v: torch.unique(v, **flags), torch.tensor([1.0, float("nan"), 1.0, float("nan")]))  # NaN != NaN
+
+
+def test_unique_unsorted_and_tensor_method():
+    """sorted=False leaves the order open: the tpu sorts (as CUDA does), so
+    the values match the CPU's as a set, and the inverse maps back."""
+    values = make((20,), seed=4).round()
+    actual, inverse = torch.unique(values.to("tpu"), sorted=False, return_inverse=True)
+    assert sorted(actual.cpu().tolist()) == sorted(torch.unique(values).tolist())
+    assert torch.equal(actual[inverse].cpu(), values)
+    check(lambda v: v.unique(return_counts=True), values)
+
+
+def test_unique_compiles_once_per_count():
+    """The plan is keyed by the distinct count and by which outputs are
+    asked for: the same count reuses its program."""
+    def compiles_of_unique(x, **flags):
+        before = torch_tpu.metrics.counters()["compile"]
+        result = torch.unique(x, **flags)  # kept: fused mode drops unread work
+        torch.tpu.synchronize()  # (fused mode) runs the unique on its own
+        return torch_tpu.metrics.counters()["compile"] - before, result
+
+    a, b = torch.tensor([3, 1, 3, 2]).to("tpu"), torch.tensor([5, 5, 6, 7]).to("tpu")
+    compiles_of_unique(a)
+    assert compiles_of_unique(b)[0] == 0  # other values, the same count
+    compiles, (values, inverse) = compiles_of_unique(b, return_inverse=True)  # another output: its own plan
+    assert compiles > 0 and inverse.tolist() == [0, 0, 1, 2] and values.tolist() == [5, 6, 7]

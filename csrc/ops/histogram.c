@@ -1,4 +1,6 @@
-/* histc(self, bins, min, max): how many values fall in each of `bins`
+/* Histograms: histc and bincount.
+ *
+ * histc(self, bins, min, max): how many values fall in each of `bins`
  * equal-width bins from min to max, the last bin closed; values outside
  * (and NaN) count nowhere. min == max means the data's own range, widened
  * by 1 each way when that range is a single value. Integer inputs count
@@ -14,6 +16,7 @@
  * each pair once. */
 #include <math.h>
 
+#include "hlo/slice_ops.h"
 #include "ops/families.h"
 
 static tpu_status lower_histc(tpu_lowering* l) {
@@ -52,7 +55,28 @@ static tpu_status lower_histc(tpu_lowering* l) {
   return NULL;
 }
 
+/* bincount(self, [weights,] length): how many times each of 0..length-1
+ * occurs in self (or the sum of its weights there), through one
+ * scatter-add. The glue reads the length off the data first (the largest
+ * value + 1, at least minlength: one sync, as in CUDA's kernel) and checks
+ * that no value is negative, so every value has its bin. */
+static tpu_status lower_bincount(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type out = tpu_lower_output_type(l, 0), in = tpu_lower_arg_type(l, 0);
+  hlo_value bins = hlo_constant(b, out.dtype, 0);
+  if (out.dims[0] == 0 || in.dims[0] == 0) {
+    tpu_lower_set_output(l, 0, bins);
+    return NULL;
+  }
+  bins = hlo_broadcast_in_dim(b, bins, 1, out.dims, NULL);
+  hlo_value adds = tpu_lower_arg_count(l) == 3 ? tpu_lower_value(l, 1, out.dtype)
+                                               : hlo_broadcast_in_dim(b, hlo_constant(b, out.dtype, 1), 1, in.dims, NULL);
+  tpu_lower_set_output(l, 0, hlo_put(b, bins, 0, tpu_lower_value(l, 0, TPU_I64), adds, "add"));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
+    {"bincount", lower_bincount, false},
     {"histc", lower_histc, true},
 };
 

@@ -197,6 +197,49 @@ static tpu_status lower_nonzero(tpu_lowering* l) {
   return NULL;
 }
 
+/* _unique2(self, count, return_inverse, return_counts) -> (values,
+ * inverse, counts): torch.unique, always sorted (as CUDA's kernel is; an
+ * order is all sorted=False leaves open). The values sorted with their
+ * positions; a value starts a group where it differs from the one before
+ * (NaN differs from NaN, as on PyTorch's CPU); the group starts give the
+ * values and, apart, the counts; each element's group number, put back at
+ * its place, the inverse. Outputs not asked for are empty. */
+static tpu_status lower_unique(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type xt = tpu_lower_arg_type(l, 0), inverse = tpu_lower_output_type(l, 1);
+  int64_t n = hlo_type_numel(&xt), count = tpu_lower_output_type(l, 0).dims[0], one = 1;
+  if (count == 0) {
+    for (int k = 0; k < 3; k++) tpu_lower_set_output(l, k, hlo_constant(b, tpu_lower_output_type(l, k).dtype, 0));
+    return NULL;
+  }
+  hlo_value pair[2] = {hlo_reshape(b, tpu_lower_tensor(l, 0), 1, &n), hlo_iota(b, hlo_type_make(TPU_I64, 1, &n), 0)};
+  hlo_value sorted[2];
+  hlo_sort(b, pair, 2, 0, false, sorted);
+  hlo_value starts_group[2] = {hlo_broadcast_in_dim(b, hlo_constant(b, TPU_BOOL, 1), 1, &one, NULL),
+                               hlo_compare(b, "NE", hlo_slice_dim(b, sorted[0], 0, 1, n),
+                                           hlo_slice_dim(b, sorted[0], 0, 0, n - 1))};
+  hlo_value first = hlo_concatenate(b, starts_group, 2, 0);
+  hlo_value starts = true_positions(b, first, count);
+  tpu_lower_set_output(l, 0, hlo_take(b, sorted[0], 0, starts));
+  if (hlo_type_numel(&inverse) > 0) {
+    hlo_value group = hlo_cumulative(b, hlo_convert(b, first, TPU_I64), hlo_constant(b, TPU_I64, 0), "add", 0);
+    group = hlo_binary(b, "subtract", group, hlo_constant_like(b, group, 1));
+    hlo_value zeros = hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, 0), 1, &n, NULL);
+    hlo_value flat = hlo_put(b, zeros, 0, sorted[1], group, NULL);
+    tpu_lower_set_output(l, 1, hlo_reshape(b, flat, inverse.rank, inverse.dims));
+  } else {
+    tpu_lower_set_output(l, 1, hlo_constant(b, TPU_I64, 0));
+  }
+  if (tpu_lower_output_type(l, 2).dims[0] > 0) {
+    hlo_value ends[2] = {hlo_slice_dim(b, starts, 0, 1, count),
+                         hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, (double)n), 1, &one, NULL)};
+    tpu_lower_set_output(l, 2, hlo_binary(b, "subtract", hlo_concatenate(b, ends, 2, 0), starts));
+  } else {
+    tpu_lower_set_output(l, 2, hlo_constant(b, TPU_I64, 0));
+  }
+  return NULL;
+}
+
 /* put(self, index, source, accumulate): self flattened, written (or added
  * to) at index. */
 static tpu_status lower_put(tpu_lowering* l) {
@@ -657,6 +700,7 @@ static tpu_status lower_index_put(tpu_lowering* l) {
 static const tpu_op_entry entries[] = {
     {"_index_put_impl", lower_index_put, false},
     {"_unsafe_index", lower_index, false},
+    {"_unique2", lower_unique, false},
     {"_unsafe_index_put", lower_index_put, false},
     {"cat", lower_cat, false},
     {"constant_pad_nd", lower_constant_pad_nd, false},

@@ -173,25 +173,37 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 // Ops whose output length depends on the data, which no meta kernel can
 // tell: the glue counts on the device (reading the count back is a sync, as
 // in CUDA's kernels) and runs the lowering with the count as a trailing
-// argument, into an output of the length it now knows.
-void run_counted(const char* name, std::initializer_list<at::Tensor> inputs, int64_t count, const at::Tensor& out) {
+// argument, into outputs of the lengths it now knows. The op's plan is
+// looked up by its arguments, so `counts` holds everything that decides
+// the output shapes (the count, and which outputs are asked for).
+void run_counted(const char* name, std::initializer_list<at::Tensor> inputs, std::initializer_list<int64_t> counts,
+                 std::initializer_list<at::Tensor> outs) {
+  const at::Device device = outs.begin()->device();
   std::vector<tpu_arg> args;
   for (const at::Tensor& t : inputs) {
-    TORCH_CHECK(t.device() == out.device(), name, ": expected all tensors on ", out.device(), ", but found one on ",
-                t.device());
+    TORCH_CHECK(t.device() == device, name, ": expected all tensors on ", device, ", but found one on ", t.device());
     args.emplace_back().kind = TPU_ARG_TENSOR;
     args.back().u.tensor = to_tpu_tensor(t, name);
   }
-  args.emplace_back().kind = TPU_ARG_INT;
-  args.back().u.i = count;
-  tpu_tensor view = to_tpu_tensor(out, name);
-  tpu_op_call call{name, "", out.device().index(), args.data(), static_cast<int>(args.size()), &view, 1};
+  for (int64_t count : counts) {
+    args.emplace_back().kind = TPU_ARG_INT;
+    args.back().u.i = count;
+  }
+  std::vector<tpu_tensor> views;
+  std::vector<tpu_dtype> dtypes;
+  std::vector<int> ranks;
+  std::vector<const int64_t*> sizes;
+  for (const at::Tensor& out : outs) views.push_back(to_tpu_tensor(out, name));
+  for (const tpu_tensor& view : views) {
+    dtypes.push_back(view.dtype);
+    ranks.push_back(view.rank);
+    sizes.push_back(view.sizes);
+  }
+  int out_count = static_cast<int>(views.size());
+  tpu_op_call call{name, "", device.index(), args.data(), static_cast<int>(args.size()), views.data(), out_count};
   tpu_op_plan* plan = nullptr;
   check(tpu_op_lookup(&call, &plan));
-  if (!plan) {
-    const int64_t* sizes = view.sizes;
-    check(tpu_op_plan_create(&call, 1, &view.dtype, &view.rank, &sizes, nullptr, nullptr, &plan));
-  }
+  if (!plan) check(tpu_op_plan_create(&call, out_count, dtypes.data(), ranks.data(), sizes.data(), nullptr, nullptr, &plan));
   check(tpu_op_execute(plan, &call));
 }
 
@@ -201,7 +213,7 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at
   std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
   int64_t count = at::count_nonzero(mask.expand(shape)).item<int64_t>();
   at::native::resize_output(out, {count});
-  run_counted("masked_select", {self, mask}, count, out);
+  run_counted("masked_select", {self, mask}, {count}, {out});
   return out;
 }
 
@@ -215,13 +227,60 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
               out.scalar_type());
   int64_t count = at::count_nonzero(self).item<int64_t>();
   at::native::resize_output(out, {count, self.dim()});
-  run_counted("nonzero", {self}, count, out);
+  run_counted("nonzero", {self}, {count}, {out});
   return out;
 }
 
 at::Tensor nonzero(const at::Tensor& self) {
   at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
   return nonzero_out(self, out);
+}
+
+// bincount: the bins run to the largest value (at least minlength), read
+// back with the smallest in one sync, as CUDA's kernel reads them, with
+// PyTorch's checks. Weighted counts are float32 for float32 weights and
+// float64 otherwise, and an empty input gives int64 zeros, as on CPU.
+at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights_given, int64_t minlength) {
+  const at::Tensor weights = weights_given.value_or(at::Tensor());
+  TORCH_CHECK(self.dim() == 1 && at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+              "bincount: expected a 1-d tensor of non-negative integers, got ", self.scalar_type(), " of shape ",
+              self.sizes());
+  TORCH_CHECK(minlength >= 0, "bincount: minlength should be >= 0, got ", minlength);
+  TORCH_CHECK(!weights.defined() || (weights.dim() == 1 && weights.size(0) == self.size(0)),
+              "bincount: weights should be 1-d and as long as the input, got weights of shape ", weights.sizes(),
+              " for input of shape ", self.sizes());
+  int64_t length = minlength;
+  if (self.numel() > 0) {
+    at::Tensor range = at::stack({self.min(), self.max()}).to(at::kCPU, at::kLong);
+    int64_t smallest = range[0].item<int64_t>(), largest = range[1].item<int64_t>();
+    TORCH_CHECK(smallest >= 0, "bincount: expected non-negative values, got ", smallest, " in input of shape ",
+                self.sizes());
+    length = std::max(length, largest + 1);
+  }
+  at::ScalarType dtype = !weights.defined() || self.numel() == 0 ? at::kLong  // as on CPU
+                         : weights.scalar_type() == at::kFloat ? at::kFloat
+                                                               : at::kDouble;
+  at::Tensor out = at::empty({length}, self.options().dtype(dtype));
+  if (weights.defined()) run_counted("bincount", {self, weights}, {length}, {out});
+  else run_counted("bincount", {self}, {length}, {out});
+  return out;
+}
+
+// torch.unique (sorted, as on CUDA): the distinct values are counted on the
+// device (one sync); one program then sorts and groups. Not asked for, the
+// inverse and the counts are empty, as on CPU and CUDA.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool sorted, bool return_inverse,
+                                                        bool return_counts) {
+  int64_t count = 0;
+  if (self.numel() > 0) {
+    at::Tensor values = std::get<0>(self.flatten().sort());
+    count = 1 + values.slice(0, 1).ne(values.slice(0, 0, -1)).sum().item<int64_t>();
+  }
+  at::Tensor values = at::empty({count}, self.options());
+  at::Tensor inverse = at::empty(return_inverse ? self.sizes() : at::IntArrayRef{0}, self.options().dtype(at::kLong));
+  at::Tensor counts = at::empty({return_counts ? count : 0}, self.options().dtype(at::kLong));
+  run_counted("_unique2", {self}, {count, return_inverse, return_counts}, {values, inverse, counts});
+  return {values, inverse, counts};
 }
 
 // x[mask]: boolean (or uint8) masks among the indices select by data. Each
@@ -286,6 +345,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_select.out", masked_select_out);
   m.impl("nonzero", nonzero);
   m.impl("nonzero.out", nonzero_out);
+  m.impl("bincount", bincount);
+  m.impl("_unique2", unique2);
   m.impl("index.Tensor", index_tensor);
   // convolution's own kernels send other devices to convolution_overrideable,
   // which has no meta kernel; these two do, so they go to the fallback.
