@@ -259,6 +259,43 @@ def test_hypot(dtype):
           torch.tensor([big, 1e-30, 0.0, NAN, 1.0, 2.0, -4.0]))
 
 
+@pytest.mark.parametrize("op", [torch.logaddexp, torch.logaddexp2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64])
+def test_logaddexp(op, dtype):
+    if dtype == torch.int64:  # float only, as on the CPU
+        with pytest.raises(NotImplementedError, match=op.__name__):
+            op(make((3,), dtype).to("tpu"), make((3,), dtype).to("tpu"))
+        return
+    a, b = make((3, 4), dtype, seed=1), make((4,), dtype, seed=2)
+    check(op, a, b)  # broadcast
+    check(lambda x, y: op(x.t(), y.t()), make((4, 3), dtype, seed=3), make((4, 3), dtype, seed=4))  # views
+    check(lambda x, y, out: op(x, y, out=out), a, b, torch.empty(3, 4, dtype=dtype))
+    check(op, torch.tensor(1.5, dtype=dtype), torch.tensor(-2.0, dtype=dtype))  # 0-d
+    check(op, torch.zeros(0, 4, dtype=dtype), b)  # empty
+    check(op, torch.tensor([INF, -INF, INF, 1.0, NAN, 80.0, -80.0], dtype=dtype),  # no overflow, no inf - inf
+          torch.tensor([INF, -INF, -INF, -INF, 0.0, 80.0, -81.0], dtype=dtype))
+    x, y = make((3, 4), torch.float32, seed=5).requires_grad_(), make((3, 4), torch.float32, seed=6).requires_grad_()
+    xt, yt = x.detach().to("tpu").requires_grad_(), y.detach().to("tpu").requires_grad_()
+    op(x, y).sum().backward()
+    op(xt, yt).sum().backward()
+    assert_close(xt.grad, x.grad)
+    assert_close(yt.grad, y.grad)
+
+
+def test_equal():
+    """torch.equal: shape and values (NaN never equal), any two dtypes."""
+    a = make((3, 4), torch.float32, seed=7)
+    t = a.to("tpu")
+    for other in [a.clone(), a + 1, a[:2], a.t().contiguous().t(), a.to(torch.float64), a.view(4, 3)]:
+        assert torch.equal(t, other.to("tpu")) == torch.equal(a, other)
+    nan = torch.tensor([1.0, NAN])
+    assert torch.equal(nan.to("tpu"), nan.to("tpu")) == torch.equal(nan, nan) == False  # noqa: E712
+    assert torch.equal(torch.zeros(0).to("tpu"), torch.zeros(0).to("tpu"))
+    with pytest.raises(RuntimeError, match="equal: expected both tensors on tpu:0, but found one on cpu"):
+        torch.equal(t, a)
+    assert torch.equal(t, t)  # the process goes on
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.int64])
 def test_xlogy(dtype):
     a, b = make((3, 4), dtype, seed=1), make((4,), dtype, seed=2).abs()

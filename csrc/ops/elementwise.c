@@ -177,6 +177,23 @@ static hlo_value heaviside_fn(hlo_builder* b, hlo_value x, hlo_value values) {
   return hlo_select(b, compare_c(b, "EQ", x, 0), values, step);
 }
 
+/* log(e^x + e^y) (or log2(2^x + 2^y) for base 2) as max + log1p(e^-|x-y|),
+ * which never overflows; two equal infinities give themselves, where the
+ * difference would be NaN, as in PyTorch's kernels. */
+static hlo_value log_add_exp(hlo_builder* b, hlo_value x, hlo_value y, bool base2) {
+  hlo_value big = hlo_min_max(b, "maximum", x, y, true);
+  hlo_value gap = hlo_unary(b, "negate", hlo_unary(b, "abs", hlo_binary(b, "subtract", x, y)));
+  hlo_value term = base2 ? hlo_binary(b, "divide",
+                                      hlo_unary(b, "log_plus_one", hlo_binary(b, "power", hlo_constant_like(b, gap, 2), gap)),
+                                      hlo_constant_like(b, gap, M_LN2))
+                         : hlo_unary(b, "log_plus_one", hlo_unary(b, "exponential", gap));
+  hlo_value same_infinity = hlo_binary(b, "and", hlo_compare(b, "EQ", x, y),
+                                       compare_c(b, "EQ", hlo_unary(b, "abs", x), INFINITY));
+  return hlo_select(b, same_infinity, x, hlo_binary(b, "add", big, term));
+}
+static hlo_value logaddexp_fn(hlo_builder* b, hlo_value x, hlo_value y) { return log_add_exp(b, x, y, false); }
+static hlo_value logaddexp2_fn(hlo_builder* b, hlo_value x, hlo_value y) { return log_add_exp(b, x, y, true); }
+
 /* HLO leaves an integer power with a negative exponent undefined (XLA
  * CPU's two emitters disagree); PyTorch truncates 1 / x^-y: 1 for a base of
  * 1, +-1 for -1 by the exponent's parity, else 0. */
@@ -214,6 +231,8 @@ static const struct binary_op {
     {"fmod", "remainder", NULL, PROMOTED},
     {"heaviside", NULL, heaviside_fn, PROMOTED},
     {"hypot", NULL, hypot_fn, FLOAT_ONLY},
+    {"logaddexp", NULL, logaddexp_fn, FLOAT_ONLY},
+    {"logaddexp2", NULL, logaddexp2_fn, FLOAT_ONLY},
     {"logical_and", "and", NULL, AS_BOOL},
     {"logical_or", "or", NULL, AS_BOOL},
     {"logical_xor", "xor", NULL, AS_BOOL},
@@ -597,6 +616,8 @@ static const tpu_op_entry entries[] = {
     {"log10", lower_unary, false},
     {"log1p", lower_unary, false},
     {"log2", lower_unary, false},
+    {"logaddexp", lower_binary, false},
+    {"logaddexp2", lower_binary, false},
     {"logical_and", lower_binary, false},
     {"logical_not", lower_unary, false},
     {"logical_or", lower_binary, false},

@@ -283,6 +283,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, b
   return {values, inverse, counts};
 }
 
+// torch.equal: the same shape and every element equal (NaN never is),
+// read back in one sync; tensors of other dtypes compare by value, as on CPU.
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(), "equal: expected both tensors on ", self.device(),
+              ", but found one on ", other.device());
+  return self.sizes().equals(other.sizes()) && at::eq(self, other).all().item<bool>();
+}
+
 // x[mask]: boolean (or uint8) masks among the indices select by data. Each
 // becomes its nonzero positions (counted on the device, one sync, as on
 // CUDA), and the op runs as integer indexing through the fallback.
@@ -347,6 +355,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero.out", nonzero_out);
   m.impl("bincount", bincount);
   m.impl("_unique2", unique2);
+  m.impl("equal", equal);
   m.impl("index.Tensor", index_tensor);
   // convolution's own kernels send other devices to convolution_overrideable,
   // which has no meta kernel; these two do, so they go to the fallback.
