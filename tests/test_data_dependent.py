@@ -1,5 +1,6 @@
 """Ops whose output length depends on the values: masked_select, nonzero,
-indexing with a boolean mask (x[mask]), bincount and unique.
+indexing with a boolean mask (x[mask]), bincount, unique and
+repeat_interleave with a tensor of repeats.
 The glue counts the selected elements on the device (reading the count back
 is a sync, as on CUDA), then runs one program for that length; results must
 equal the CPU's exactly."""
@@ -227,3 +228,28 @@ def test_unique_compiles_once_per_count():
     assert compiles_of_unique(b)[0] == 0  # other values, the same count
     compiles, (values, inverse) = compiles_of_unique(b, return_inverse=True)  # another output: its own plan
     assert compiles > 0 and inverse.tolist() == [0, 0, 1, 2] and values.tolist() == [5, 6, 7]
+
+
+# ---- repeat_interleave with a tensor of repeats ----
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_repeat_interleave_tensor(dtype):
+    repeats = torch.tensor([2, 0, 3, 1, 0], dtype=dtype)  # zeros inside and at the end
+    check(torch.repeat_interleave, repeats)
+    check(lambda r: torch.repeat_interleave(r[::2]), repeats)  # a strided view
+    check(lambda r: torch.repeat_interleave(r, output_size=6), repeats)  # no sync
+    x = make((5, 3), seed=5)
+    check(lambda x, r: x.repeat_interleave(r, dim=0), x, repeats)  # selects by it
+    check(lambda x, r: torch.repeat_interleave(x, r, dim=1), x, torch.tensor([1, 0, 2], dtype=dtype))
+
+
+def test_repeat_interleave_tensor_edges_and_errors():
+    check(torch.repeat_interleave, torch.zeros(3, dtype=torch.int64))  # nothing repeated
+    check(torch.repeat_interleave, torch.zeros(0, dtype=torch.int64))
+    with pytest.raises(RuntimeError, match="repeats can not be negative"):
+        torch.repeat_interleave(torch.tensor([1, -1], device="tpu"))
+    with pytest.raises(RuntimeError, match="repeat_interleave only accept 1D vector as repeat"):
+        torch.repeat_interleave(torch.tensor([[1]], device="tpu"))
+    with pytest.raises(NotImplementedError, match="repeat_interleave: repeats must be int64 or int32, got Float"):
+        torch.repeat_interleave(torch.tensor([1.0], device="tpu"))
+    assert torch.repeat_interleave(torch.tensor([1, 2], device="tpu")).tolist() == [0, 1, 1]  # the process goes on

@@ -197,6 +197,26 @@ static tpu_status lower_nonzero(tpu_lowering* l) {
   return NULL;
 }
 
+/* repeat_interleave(repeats, total) -> [total]: each index i repeated
+ * repeats[i] times, in order. A 1 is added where each index's run ends
+ * (the running total of repeats; repeats of 0 add at the same place), and
+ * the running sum of those marks is the index. */
+static tpu_status lower_repeat_interleave(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type rt = tpu_lower_arg_type(l, 0);
+  int64_t n = hlo_type_numel(&rt), total = tpu_lower_output_type(l, 0).dims[0], marked = total + 1;
+  if (total == 0 || n == 0) {
+    set_empty_output(l);
+    return NULL;
+  }
+  hlo_value repeats = hlo_reshape(b, tpu_lower_value(l, 0, TPU_I64), 1, &n);
+  hlo_value ends = hlo_cumulative(b, repeats, hlo_constant(b, TPU_I64, 0), "add", 0);
+  hlo_value zero = hlo_constant(b, TPU_I64, 0), ones = hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, 1), 1, &(int64_t){n - 1}, NULL);
+  hlo_value marks = hlo_put(b, hlo_broadcast_in_dim(b, zero, 1, &marked, NULL), 0, hlo_slice_dim(b, ends, 0, 0, n - 1), ones, "add");
+  tpu_lower_set_output(l, 0, hlo_cumulative(b, hlo_slice_dim(b, marks, 0, 0, total), zero, "add", 0));
+  return NULL;
+}
+
 /* _unique2(self, count, return_inverse, return_counts) -> (values,
  * inverse, counts): torch.unique, always sorted (as CUDA's kernel is; an
  * order is all sorted=False leaves open). The values sorted with their
@@ -719,6 +739,7 @@ static const tpu_op_entry entries[] = {
     {"narrow_copy", lower_narrow_copy, false},
     {"nonzero", lower_nonzero, false},
     {"put", lower_put, false},
+    {"repeat_interleave", lower_repeat_interleave, false},
     {"roll", lower_roll, false},
     {"scatter", lower_scatter, false},
     {"scatter_add", lower_scatter, false},

@@ -283,6 +283,28 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, b
   return {values, inverse, counts};
 }
 
+// repeat_interleave with a tensor of repeats (the index form: i repeated
+// repeats[i] times; x.repeat_interleave(repeats, dim) selects by it). The
+// length is the repeats' sum, read back with their smallest in one sync,
+// unless output_size gives it, as on CUDA.
+at::Tensor repeat_interleave_index(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat, got shape ", repeats.sizes());
+  TORCH_CHECK_NOT_IMPLEMENTED(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+                              "repeat_interleave: repeats must be int64 or int32, got ", repeats.scalar_type());
+  int64_t total = 0;
+  if (output_size.has_value()) {
+    total = output_size->guard_int(__FILE__, __LINE__);
+  } else if (repeats.numel() > 0) {
+    at::Tensor range = at::stack({repeats.min().to(at::kLong), repeats.sum(at::kLong)}).cpu();
+    TORCH_CHECK(range[0].item<int64_t>() >= 0, "repeats can not be negative, got ",
+                range[0].item<int64_t>(), " in repeats of shape ", repeats.sizes());
+    total = range[1].item<int64_t>();
+  }
+  at::Tensor out = at::empty({total}, repeats.options());
+  run_counted("repeat_interleave", {repeats}, {total}, {out});
+  return out;
+}
+
 // torch.equal: the same shape and every element equal (NaN never is),
 // read back in one sync; tensors of other dtypes compare by value, as on CPU.
 bool equal(const at::Tensor& self, const at::Tensor& other) {
@@ -356,6 +378,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bincount", bincount);
   m.impl("_unique2", unique2);
   m.impl("equal", equal);
+  m.impl("repeat_interleave.Tensor", repeat_interleave_index);
   m.impl("index.Tensor", index_tensor);
   // convolution's own kernels send other devices to convolution_overrideable,
   // which has no meta kernel; these two do, so they go to the fallback.
