@@ -1,5 +1,5 @@
 """Embeddings on tpu against PyTorch's CPU results: embedding (padding_idx,
-scale_grad_by_freq) and its backward, embedding_bag in sum/mean/max modes
+scale_grad_by_freq, max_norm's renormalization) and its backward, embedding_bag in sum/mean/max modes
 with offsets, include_last_offset, padding_idx and per_sample_weights, and
 their backwards, the nn modules, and one_hot."""
 import copy
@@ -60,6 +60,40 @@ def test_embedding_edge_cases():
     check_grad(lambda w, i: F.embedding(i, w), make((6, 4)), torch.tensor(3))
     check_grad(lambda w, i: F.embedding(i, w), make((6, 4)), torch.zeros(0, dtype=torch.long))
     check_grad(lambda w, i: F.embedding(i, w.t()), make((4, 6)), torch.tensor([[5, 0], [1, 5]]))
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, float("inf")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_embedding_renorm(norm_type, dtype):
+    """Rows named (once or more) and over max_norm shrink in place; others,
+    and rows under it, stay."""
+    weight = make((10, 4), dtype) * 2
+    indices = torch.tensor([[1, 2, 2], [7, 1, 0]])
+    check(lambda w, i: torch.embedding_renorm_(w, i, 1.5, norm_type), weight, indices)
+    check(lambda w, i: torch.embedding_renorm_(w, i, 1.5, norm_type), weight, torch.zeros(0, dtype=torch.int64))
+    check(lambda w, i: torch.embedding_renorm_(w, i, 100.0, norm_type), weight, indices)  # none over
+
+
+def test_embedding_max_norm_module_trains():
+    """nn.Embedding(max_norm=) renormalizes the looked-up rows before each
+    lookup: outputs, weights and gradients over three SGD steps."""
+    torch.manual_seed(3)
+    cpu = nn.Embedding(12, 5, max_norm=1.0)
+    cpu.weight.data *= 3
+    tpu = copy.deepcopy(cpu).to("tpu")
+    batches = [torch.randint(0, 12, (4, 3), generator=torch.Generator().manual_seed(k)) for k in range(3)]
+    for module in (cpu, tpu):
+        optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
+        module.outputs = []
+        for indices in batches:
+            out = module(indices.to(module.weight.device))
+            out.square().sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            module.outputs.append(out.detach())
+    for a, e in zip(tpu.outputs, cpu.outputs):
+        assert_close(a, e, *GRAD_TOL[torch.float32])
+    assert_close(tpu.weight.detach(), cpu.weight.detach(), *GRAD_TOL[torch.float32])
 
 
 def test_embedding_dense_backward_aten():

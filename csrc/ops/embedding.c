@@ -1,13 +1,16 @@
 /* Embeddings: the backward of embedding (its forward is composite over
- * index_select), and embedding_bag forward and backward in sum, mean and
- * max modes. one_hot is composite (zeros, then scatter).
+ * index_select), embedding_bag forward and backward in sum, mean and max
+ * modes, and the max_norm renormalization. one_hot is composite (zeros,
+ * then scatter).
  *
  * A bag is a run of indices [offsets[b], offsets[b + 1]); entries equal to
  * padding_idx (when >= 0) take no part. Gradients accumulate in float32 for
  * float16/bfloat16. */
+#include <math.h>
 #include <string.h>
 
 #include "hlo/reduce_extra_ops.h"
+#include "hlo/slice_ops.h"
 #include "ops/families.h"
 
 enum { MODE_SUM, MODE_MEAN, MODE_MAX };
@@ -320,6 +323,41 @@ static tpu_status lower_per_sample_weights_backward(tpu_lowering* l) {
   return NULL;
 }
 
+/* embedding_renorm_(self, indices, max_norm, norm_type), what
+ * nn.Embedding(max_norm=) runs before each lookup: every row that indices
+ * name (once, however often named) whose p-norm exceeds max_norm is scaled
+ * by max_norm / (norm + 1e-7), as in PyTorch's kernels; other rows stay. */
+static tpu_status lower_embedding_renorm(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type wt = tpu_lower_arg_type(l, 0), it = tpu_lower_arg_type(l, 1);
+  int64_t rows = wt.dims[0], n = hlo_type_numel(&it), row_dims[TPU_MAX_RANK], zero = 0;
+  if (n == 0 || wt.rank == 0) {
+    tpu_lower_keep_output(l, 0);
+    return NULL;
+  }
+  tpu_dtype t = tpu_dtype_compute(wt.dtype);
+  double max_norm = tpu_lower_float(l, 2, 0), p = tpu_lower_float(l, 3, 2);
+  hlo_value w = tpu_lower_value(l, 0, t), a = hlo_unary(b, "abs", w);
+  int count = row_window(wt.rank, row_dims);
+  hlo_value norm;
+  if (isinf(p)) {
+    norm = hlo_reduce(b, a, hlo_constant(b, t, 0), "maximum", row_dims, count);
+  } else {
+    hlo_value powered = hlo_binary(b, "power", a, hlo_constant_like(b, a, p));
+    norm = hlo_reduce(b, powered, hlo_constant(b, t, 0), "add", row_dims, count);
+    norm = hlo_binary(b, "power", norm, hlo_constant_like(b, norm, 1 / p));
+  }
+  hlo_value index = hlo_reshape(b, tpu_lower_value(l, 1, TPU_I64), 1, &n);
+  hlo_value named = hlo_put(b, hlo_broadcast_in_dim(b, hlo_constant(b, TPU_BOOL, 0), 1, &rows, NULL), 0, index,
+                            hlo_broadcast_in_dim(b, hlo_constant(b, TPU_BOOL, 1), 1, &n, NULL), NULL);
+  hlo_value over = hlo_binary(b, "and", named, hlo_compare(b, "GT", norm, hlo_constant_like(b, norm, max_norm)));
+  hlo_value shrink = hlo_binary(b, "divide", hlo_constant_like(b, norm, max_norm),
+                                hlo_binary(b, "add", norm, hlo_constant_like(b, norm, 1e-7)));
+  hlo_value scale = hlo_select(b, over, shrink, hlo_constant_like(b, norm, 1));
+  tpu_lower_set_output(l, 0, hlo_binary(b, "multiply", w, hlo_broadcast_in_dim(b, scale, wt.rank, wt.dims, &zero)));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
     {"_embedding_bag", lower_embedding_bag, false},
     {"_embedding_bag_backward", lower_embedding_bag_backward, false},
@@ -327,6 +365,7 @@ static const tpu_op_entry entries[] = {
     {"_embedding_bag_forward_only", lower_embedding_bag, false},
     {"_embedding_bag_per_sample_weights_backward", lower_per_sample_weights_backward, false},
     {"embedding_dense_backward", lower_embedding_backward, false},
+    {"embedding_renorm", lower_embedding_renorm, false},
 };
 
 TPU_OP_FAMILY(tpu_ops_embedding, entries);
