@@ -1,6 +1,6 @@
 """Ops whose output length depends on the values: masked_select, nonzero,
-indexing with a boolean mask (x[mask]), bincount, unique and
-repeat_interleave with a tensor of repeats.
+indexing with a boolean mask (x[mask]), bincount, unique,
+unique_consecutive and repeat_interleave with a tensor of repeats.
 The glue counts the selected elements on the device (reading the count back
 is a sync, as on CUDA), then runs one program for that length; results must
 equal the CPU's exactly."""
@@ -11,6 +11,7 @@ import torch.nn.functional as F
 import torch_tpu.metrics
 from parity import assert_close, check
 
+NAN = float("nan")
 DTYPES = [torch.float32, torch.bfloat16, torch.int64, torch.int8, torch.bool]
 
 
@@ -202,6 +203,23 @@ def test_unique_edges(flags):
     check(lambda v: torch.unique(v, **flags), torch.tensor(2.5))  # 0-d
     check(lambda v: torch.unique(v, **flags), torch.full((4,), 7))  # one value
     check(lambda v: torch.unique(v, **flags), torch.tensor([1.0, float("nan"), 1.0, float("nan")]))  # NaN != NaN
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+@pytest.mark.parametrize("flags", UNIQUE_FLAGS, ids=["values", "inverse", "counts", "both"])
+def test_unique_consecutive(dtype, flags):
+    values = (make((4, 6), seed=6).round() % 3).to(dtype).sort(1).values  # runs
+    check(lambda v: torch.unique_consecutive(v, **flags), values)
+    check(lambda v: torch.unique_consecutive(v.t(), **flags), values)  # a non-contiguous view
+    check(lambda v: torch.unique_consecutive(v, **flags), torch.zeros(0, dtype=dtype))
+    if dtype.is_floating_point:
+        check(lambda v: torch.unique_consecutive(v, **flags), torch.tensor([1.0, NAN, NAN, 1.0, 1.0]))
+
+
+def test_unique_consecutive_dim_is_not_lowered():
+    with pytest.raises(NotImplementedError, match=r"unique_consecutive: dim= is not lowered for tpu \(got dim=0\)"):
+        torch.unique_consecutive(torch.zeros(2, 2, device="tpu"), dim=0)
+    assert torch.unique_consecutive(torch.zeros(2, 2, device="tpu")).tolist() == [0.0]  # the process goes on
 
 
 def test_unique_unsorted_and_tensor_method():

@@ -217,14 +217,12 @@ static tpu_status lower_repeat_interleave(tpu_lowering* l) {
   return NULL;
 }
 
-/* _unique2(self, count, return_inverse, return_counts) -> (values,
- * inverse, counts): torch.unique, always sorted (as CUDA's kernel is; an
- * order is all sorted=False leaves open). The values sorted with their
- * positions; a value starts a group where it differs from the one before
- * (NaN differs from NaN, as on PyTorch's CPU); the group starts give the
- * values and, apart, the counts; each element's group number, put back at
- * its place, the inverse. Outputs not asked for are empty. */
-static tpu_status lower_unique(tpu_lowering* l) {
+/* torch.unique and torch.unique_consecutive: a value starts a group where
+ * it differs from the one before (NaN differs from NaN, as on PyTorch's
+ * CPU); the group starts give the values and, apart, the counts; each
+ * element's group number, put back at its place, the inverse. unique sorts
+ * first, with each value's position. Outputs not asked for are empty. */
+static tpu_status lower_groups(tpu_lowering* l, bool sort) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type xt = tpu_lower_arg_type(l, 0), inverse = tpu_lower_output_type(l, 1);
   int64_t n = hlo_type_numel(&xt), count = tpu_lower_output_type(l, 0).dims[0], one = 1;
@@ -232,21 +230,23 @@ static tpu_status lower_unique(tpu_lowering* l) {
     for (int k = 0; k < 3; k++) tpu_lower_set_output(l, k, hlo_constant(b, tpu_lower_output_type(l, k).dtype, 0));
     return NULL;
   }
-  hlo_value pair[2] = {hlo_reshape(b, tpu_lower_tensor(l, 0), 1, &n), hlo_iota(b, hlo_type_make(TPU_I64, 1, &n), 0)};
-  hlo_value sorted[2];
-  hlo_sort(b, pair, 2, 0, false, sorted);
+  hlo_value given[2] = {hlo_reshape(b, tpu_lower_tensor(l, 0), 1, &n), hlo_iota(b, hlo_type_make(TPU_I64, 1, &n), 0)};
+  hlo_value order[2] = {given[0], given[1]};
+  if (sort) hlo_sort(b, given, 2, 0, false, order);
   hlo_value starts_group[2] = {hlo_broadcast_in_dim(b, hlo_constant(b, TPU_BOOL, 1), 1, &one, NULL),
-                               hlo_compare(b, "NE", hlo_slice_dim(b, sorted[0], 0, 1, n),
-                                           hlo_slice_dim(b, sorted[0], 0, 0, n - 1))};
+                               hlo_compare(b, "NE", hlo_slice_dim(b, order[0], 0, 1, n),
+                                           hlo_slice_dim(b, order[0], 0, 0, n - 1))};
   hlo_value first = hlo_concatenate(b, starts_group, 2, 0);
   hlo_value starts = true_positions(b, first, count);
-  tpu_lower_set_output(l, 0, hlo_take(b, sorted[0], 0, starts));
+  tpu_lower_set_output(l, 0, hlo_take(b, order[0], 0, starts));
   if (hlo_type_numel(&inverse) > 0) {
     hlo_value group = hlo_cumulative(b, hlo_convert(b, first, TPU_I64), hlo_constant(b, TPU_I64, 0), "add", 0);
     group = hlo_binary(b, "subtract", group, hlo_constant_like(b, group, 1));
-    hlo_value zeros = hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, 0), 1, &n, NULL);
-    hlo_value flat = hlo_put(b, zeros, 0, sorted[1], group, NULL);
-    tpu_lower_set_output(l, 1, hlo_reshape(b, flat, inverse.rank, inverse.dims));
+    if (sort) {
+      hlo_value zeros = hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, 0), 1, &n, NULL);
+      group = hlo_put(b, zeros, 0, order[1], group, NULL);
+    }
+    tpu_lower_set_output(l, 1, hlo_reshape(b, group, inverse.rank, inverse.dims));
   } else {
     tpu_lower_set_output(l, 1, hlo_constant(b, TPU_I64, 0));
   }
@@ -259,6 +259,15 @@ static tpu_status lower_unique(tpu_lowering* l) {
   }
   return NULL;
 }
+
+/* _unique2(self, count, return_inverse, return_counts) -> (values, inverse,
+ * counts): always sorted, as CUDA's kernel is (an order is all sorted=False
+ * leaves open). */
+static tpu_status lower_unique(tpu_lowering* l) { return lower_groups(l, true); }
+
+/* unique_consecutive(self, count, return_inverse, return_counts): runs of
+ * equal neighbours, in order. */
+static tpu_status lower_unique_consecutive(tpu_lowering* l) { return lower_groups(l, false); }
 
 /* put(self, index, source, accumulate): self flattened, written (or added
  * to) at index. */
@@ -749,6 +758,7 @@ static const tpu_op_entry entries[] = {
     {"tril_indices", lower_triangle_indices, false},
     {"triu", lower_triangle, false},
     {"triu_indices", lower_triangle_indices, false},
+    {"unique_consecutive", lower_unique_consecutive, false},
 };
 
 TPU_OP_FAMILY(tpu_ops_indexing, entries);

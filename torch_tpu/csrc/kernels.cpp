@@ -266,21 +266,34 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   return out;
 }
 
-// torch.unique (sorted, as on CUDA): the distinct values are counted on the
-// device (one sync); one program then sorts and groups. Not asked for, the
-// inverse and the counts are empty, as on CPU and CUDA.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool sorted, bool return_inverse,
-                                                        bool return_counts) {
+// torch.unique (sorted, as on CUDA) and torch.unique_consecutive (whole
+// tensors; not by dim): the groups are counted on the device (one sync),
+// then one program sorts (unique) and groups. Not asked for, the inverse
+// and the counts are empty, as on CPU and CUDA.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> run_grouped(const char* name, const at::Tensor& self, bool sort,
+                                                            bool return_inverse, bool return_counts) {
   int64_t count = 0;
   if (self.numel() > 0) {
-    at::Tensor values = std::get<0>(self.flatten().sort());
+    at::Tensor values = sort ? std::get<0>(self.flatten().sort()) : self.flatten();
     count = 1 + values.slice(0, 1).ne(values.slice(0, 0, -1)).sum().item<int64_t>();
   }
   at::Tensor values = at::empty({count}, self.options());
   at::Tensor inverse = at::empty(return_inverse ? self.sizes() : at::IntArrayRef{0}, self.options().dtype(at::kLong));
   at::Tensor counts = at::empty({return_counts ? count : 0}, self.options().dtype(at::kLong));
-  run_counted("_unique2", {self}, {count, return_inverse, return_counts}, {values, inverse, counts});
+  run_counted(name, {self}, {count, return_inverse, return_counts}, {values, inverse, counts});
   return {values, inverse, counts};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool sorted, bool return_inverse,
+                                                        bool return_counts) {
+  return run_grouped("_unique2", self, true, return_inverse, return_counts);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(const at::Tensor& self, bool return_inverse,
+                                                                   bool return_counts, std::optional<int64_t> dim) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!dim.has_value(), "unique_consecutive: dim= is not lowered for tpu (got dim=", *dim,
+                              "); call it without dim, or on the CPU");
+  return run_grouped("unique_consecutive", self, false, return_inverse, return_counts);
 }
 
 // repeat_interleave with a tensor of repeats (the index form: i repeated
@@ -377,6 +390,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero.out", nonzero_out);
   m.impl("bincount", bincount);
   m.impl("_unique2", unique2);
+  m.impl("unique_consecutive", unique_consecutive);
   m.impl("equal", equal);
   m.impl("repeat_interleave.Tensor", repeat_interleave_index);
   m.impl("index.Tensor", index_tensor);
