@@ -1,7 +1,7 @@
 """Activations on tpu against PyTorch's CPU results, forward and backward:
 relu, threshold, gelu (exact and tanh), silu, sigmoid, tanh, softplus,
 leaky_relu, elu/selu/celu, hardtanh/relu6, hardswish, hardsigmoid, mish,
-logsigmoid, hardshrink, softshrink, prelu, glu; every dtype CPU supports,
+logsigmoid, hardshrink, softshrink, prelu, glu, rrelu; every dtype CPU supports,
 values on the kernels' boundaries, NaN, non-contiguous and empty inputs,
 in-place variants on non-leaves, and the nn modules."""
 import copy
@@ -274,3 +274,34 @@ def test_prelu_channels(dtype):
     module(x).sum().backward()
     dev(x.to("tpu")).sum().backward()
     assert_close(dev.weight.grad, module.weight.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_rrelu_evaluation(dtype):
+    """Out of training the slope is (lower + upper) / 2: a leaky relu."""
+    check_grad(lambda x: F.rrelu(x, 0.1, 0.3, training=False), make((4, 6), dtype))
+    check_grad(lambda x: nn.RReLU().eval()(x.t()), make((6, 4), dtype))  # a view
+    check(lambda x: F.rrelu_(x, training=False), make((3, 5), dtype))
+    check(lambda x: F.rrelu(x, training=False), torch.zeros(0, 3, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rrelu_training(dtype):
+    """Each element <= 0 takes its own slope from [lower, upper), the others
+    stay; the gradient is that slope (1 above 0); a seed draws them again.
+    (The draws are the tpu generator's, not the CPU's.)"""
+    x = make((64, 64), dtype, seed=2).to("tpu").requires_grad_()
+    torch.manual_seed(0)
+    y = F.rrelu(x, 0.1, 0.3, training=True)
+    y.backward(torch.ones_like(y))
+    negative = x.detach() <= 0
+    slopes = (y.detach() / x.detach())[negative & (x.detach() != 0)].cpu()
+    assert slopes.min() >= 0.1 and slopes.max() < 0.3 and slopes.std() > 0.04  # spread over the range
+    assert torch.equal(y.detach()[~negative].cpu(), x.detach()[~negative].cpu())
+    assert_close(x.grad[negative & (x.detach() != 0)], slopes, 1e-6, 1e-6)
+    assert (x.grad[~negative] == 1).all()
+    torch.manual_seed(0)
+    assert torch.equal(F.rrelu(x.detach(), 0.1, 0.3, training=True).cpu(), y.detach().cpu())
+    z = x.detach().clone()
+    F.rrelu_(z, 0.1, 0.3, training=True)  # in place
+    assert ((z / x.detach())[negative & (x.detach() != 0)].cpu() >= 0.1).all()

@@ -1,6 +1,6 @@
 /* Creation and random lowerings: arange, linspace, logspace, eye,
  * and the random ops (uniform_, normal_, log_normal_, bernoulli_, random_,
- * exponential_, geometric_, cauchy_, randperm, multinomial, native_dropout)
+ * exponential_, geometric_, cauchy_, randperm, multinomial, native_dropout, rrelu_with_noise)
  * drawn from the generator argument with ThreeFry. */
 #include <math.h>
 #include <string.h>
@@ -404,6 +404,33 @@ static tpu_status lower_native_dropout(tpu_lowering* l) {
   return NULL;
 }
 
+/* rrelu_with_noise(self, noise, lower, upper, training, generator) ->
+ * (noise, result), nn.RReLU. Training: each element <= 0 takes a slope
+ * drawn uniformly from [lower, upper), recorded in noise (1 elsewhere), and
+ * the result is self * noise, as in PyTorch's kernel (whose backward
+ * multiplies by noise). Evaluation: the slope (lower + upper) / 2, noise
+ * left as it is. */
+static tpu_status lower_rrelu_with_noise(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type t = tpu_lower_arg_type(l, 0);
+  t.dtype = compute_type(t.dtype);
+  hlo_value x = tpu_lower_value(l, 0, t.dtype);
+  hlo_value lo = operand_as(l, 2, &t, 1.0 / 8), hi = operand_as(l, 3, &t, 1.0 / 3);
+  hlo_value negative = hlo_compare(b, "LE", x, hlo_constant_like(b, x, 0));
+  if (!tpu_lower_bool(l, 4, false) || hlo_type_numel(&t) == 0) {
+    hlo_value slope = hlo_binary(b, "multiply", hlo_binary(b, "add", lo, hi), hlo_constant_like(b, lo, 0.5));
+    tpu_lower_keep_output(l, 0);
+    tpu_lower_set_output(l, 1, hlo_select(b, negative, hlo_binary(b, "multiply", x, slope), x));
+    return NULL;
+  }
+  hlo_value u = hlo_convert(b, uniform_like_output(l, false), t.dtype);
+  hlo_value slope = hlo_binary(b, "add", lo, hlo_binary(b, "multiply", u, hlo_binary(b, "subtract", hi, lo)));
+  hlo_value noise = hlo_select(b, negative, slope, hlo_constant_like(b, slope, 1));
+  tpu_lower_set_output(l, 0, noise);
+  tpu_lower_set_output(l, 1, hlo_binary(b, "multiply", x, noise));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
     {"arange", lower_arange, true}, /* the output's length depends on the scalars */
     {"bernoulli", lower_bernoulli, false},
@@ -415,6 +442,7 @@ static const tpu_op_entry entries[] = {
     {"log_normal", lower_normal, false},
     {"logspace", lower_spaced, false},
     {"multinomial", lower_multinomial, false},
+    {"rrelu_with_noise", lower_rrelu_with_noise, false},
     {"native_dropout", lower_native_dropout, false},
     {"normal", lower_normal, false},
     {"random", lower_random, false},

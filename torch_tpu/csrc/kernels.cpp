@@ -318,6 +318,14 @@ at::Tensor repeat_interleave_index(const at::Tensor& repeats, std::optional<c10:
   return out;
 }
 
+// rrelu_with_noise_ writes self and noise, in the opposite order to the
+// lowering's outputs (noise, result: the out-of-place op's); it runs as
+// that op and a copy back.
+at::Tensor& rrelu_with_noise_in_place(at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
+                                      const at::Scalar& upper, bool training, std::optional<at::Generator> generator) {
+  return self.copy_(at::rrelu_with_noise(self, noise, lower, upper, training, generator));
+}
+
 // torch.equal: the same shape and every element equal (NaN never is),
 // read back in one sync; tensors of other dtypes compare by value, as on CPU.
 bool equal(const at::Tensor& self, const at::Tensor& other) {
@@ -392,6 +400,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_unique2", unique2);
   m.impl("unique_consecutive", unique_consecutive);
   m.impl("equal", equal);
+  m.impl("rrelu_with_noise_", rrelu_with_noise_in_place);
   m.impl("repeat_interleave.Tensor", repeat_interleave_index);
   m.impl("index.Tensor", index_tensor);
   // convolution's own kernels send other devices to convolution_overrideable,
