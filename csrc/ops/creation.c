@@ -442,11 +442,11 @@ static const tpu_op_entry entries[] = {
     {"log_normal", lower_normal, false},
     {"logspace", lower_spaced, false},
     {"multinomial", lower_multinomial, false},
-    {"rrelu_with_noise", lower_rrelu_with_noise, false},
     {"native_dropout", lower_native_dropout, false},
     {"normal", lower_normal, false},
     {"random", lower_random, false},
     {"randperm", lower_randperm, false},
+    {"rrelu_with_noise", lower_rrelu_with_noise, false},
     {"uniform", lower_uniform, false},
 };
 

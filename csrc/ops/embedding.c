@@ -330,7 +330,7 @@ static tpu_status lower_per_sample_weights_backward(tpu_lowering* l) {
 static tpu_status lower_embedding_renorm(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type wt = tpu_lower_arg_type(l, 0), it = tpu_lower_arg_type(l, 1);
-  int64_t rows = wt.dims[0], n = hlo_type_numel(&it), row_dims[TPU_MAX_RANK], zero = 0;
+  int64_t rows = wt.dims[0], n = hlo_type_numel(&it), row_dims[TPU_MAX_RANK];
   if (n == 0 || wt.rank == 0) {
     tpu_lower_keep_output(l, 0);
     return NULL;
@@ -348,13 +348,13 @@ static tpu_status lower_embedding_renorm(tpu_lowering* l) {
     norm = hlo_binary(b, "power", norm, hlo_constant_like(b, norm, 1 / p));
   }
   hlo_value index = hlo_reshape(b, tpu_lower_value(l, 1, TPU_I64), 1, &n);
-  hlo_value named = hlo_put(b, hlo_broadcast_in_dim(b, hlo_constant(b, TPU_BOOL, 0), 1, &rows, NULL), 0, index,
+  hlo_value named = hlo_put(b, zeros(b, TPU_BOOL, 1, &rows), 0, index,
                             hlo_broadcast_in_dim(b, hlo_constant(b, TPU_BOOL, 1), 1, &n, NULL), NULL);
   hlo_value over = hlo_binary(b, "and", named, hlo_compare(b, "GT", norm, hlo_constant_like(b, norm, max_norm)));
   hlo_value shrink = hlo_binary(b, "divide", hlo_constant_like(b, norm, max_norm),
                                 hlo_binary(b, "add", norm, hlo_constant_like(b, norm, 1e-7)));
   hlo_value scale = hlo_select(b, over, shrink, hlo_constant_like(b, norm, 1));
-  tpu_lower_set_output(l, 0, hlo_binary(b, "multiply", w, hlo_broadcast_in_dim(b, scale, wt.rank, wt.dims, &zero)));
+  tpu_lower_set_output(l, 0, scale_rows(b, "multiply", w, scale));
   return NULL;
 }
 

@@ -728,8 +728,8 @@ static tpu_status lower_index_put(tpu_lowering* l) {
 
 static const tpu_op_entry entries[] = {
     {"_index_put_impl", lower_index_put, false},
-    {"_unsafe_index", lower_index, false},
     {"_unique2", lower_unique, false},
+    {"_unsafe_index", lower_index, false},
     {"_unsafe_index_put", lower_index_put, false},
     {"cat", lower_cat, false},
     {"constant_pad_nd", lower_constant_pad_nd, false},
