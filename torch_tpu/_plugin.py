@@ -93,16 +93,17 @@ def worker_nice():
 
 
 def keep_freed_memory(plugin_path):
-    """TORCH_TPU_CPU_KEEP_FREED_MEMORY: 1 (the default) keeps freed host
-    memory in the process when plugin_path is the CPU plugin (a file named
-    CPU_PLUGIN_FILE; see csrc/pjrt/pjrt_host_memory.c), 0 leaves the C
-    library's policy alone; any other value raises ValueError saying what is
+    """TORCH_TPU_CPU_KEEP_FREED_MEMORY: 1 keeps freed host memory in the
+    process when plugin_path is the CPU plugin (a file named CPU_PLUGIN_FILE;
+    see csrc/pjrt/pjrt_host_memory.c), 0 (the default) leaves the C library's
+    policy alone (the policy's single arena slows small programs by more
+    than it saves on large ones); any other value raises ValueError saying what is
     wanted. Decided from the file, as the policy must precede the plugin's
     threads, before the plugin names its platform."""
-    text = os.environ.get("TORCH_TPU_CPU_KEEP_FREED_MEMORY", "1")
+    text = os.environ.get("TORCH_TPU_CPU_KEEP_FREED_MEMORY", "0")
     if text not in ("0", "1"):
         raise ValueError(f"TORCH_TPU_CPU_KEEP_FREED_MEMORY={text!r}: expected 1 (keep freed host memory "
-                         "for the CPU plugin's next executions, the default) or 0 (return it to the system)")
+                         "for the CPU plugin's next executions) or 0 (return it to the system, the default)")
     return text == "1" and os.path.basename(plugin_path) == CPU_PLUGIN_FILE
 
 
