@@ -68,10 +68,10 @@ pytest: setup
 	@$(MAKE) --no-print-directory -j2 --output-sync=target pytest-strict pytest-fused-debug
 
 pytest-strict: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=15 tests
 
 pytest-fused-debug: setup
-	TORCH_TPU_EAGER_MODE=fused $(PY) -m pytest -q $(PARITY_TESTS)
+	TORCH_TPU_EAGER_MODE=fused $(PY) -m pytest -q --durations=15 $(PARITY_TESTS)
 	TORCH_TPU_EAGER_MODE=debug $(PY) -m pytest -q tests/test_examples.py
 
 test: setup ctest pytest

@@ -75,6 +75,9 @@ hlo_value hlo_constant_i64(hlo_builder* b, tpu_dtype dtype, int64_t value);
 /* The largest (or smallest) value of `dtype`, infinity for floats: the
  * identity of minimum (or maximum), what max pooling pads with. */
 hlo_value hlo_constant_extreme(hlo_builder* b, tpu_dtype dtype, bool largest);
+/* A tensor of `dtype` and shape dims[rank] holding `value` everywhere (dims
+ * may point into the builder's own types). */
+hlo_value hlo_filled(hlo_builder* b, tpu_dtype dtype, int rank, const int64_t* dims, double value);
 /* A 0-d constant broadcast to `like`'s shape, in `like`'s dtype. */
 hlo_value hlo_constant_like(hlo_builder* b, hlo_value like, double value);
 hlo_value hlo_iota(hlo_builder* b, hlo_type type, int dimension);

@@ -62,11 +62,16 @@ hlo_value hlo_constant_extreme(hlo_builder* b, tpu_dtype dtype, bool largest) {
   return hlo_constant_i64(b, dtype, largest ? signed_max : -signed_max - 1);
 }
 
+hlo_value hlo_filled(hlo_builder* b, tpu_dtype dtype, int rank, const int64_t* dims, double value) {
+  if (rank < 0 || rank > TPU_MAX_RANK) return hlo_fail(b, TPU_INTERNAL, "filled: rank %d", rank);
+  hlo_type t = hlo_type_make(dtype, rank, dims); /* a copy: adding values moves the table */
+  return hlo_broadcast_in_dim(b, hlo_constant(b, dtype, value), t.rank, t.dims, NULL);
+}
+
 hlo_value hlo_constant_like(hlo_builder* b, hlo_value like, double value) {
   if (!values_valid(b, &like, 1)) return HLO_INVALID;
-  hlo_type t = *hlo_type_of(b, like); /* a copy: adding values moves the table */
-  hlo_value c = hlo_constant(b, t.dtype, value);
-  return hlo_broadcast_in_dim(b, c, t.rank, t.dims, NULL);
+  const hlo_type* t = hlo_type_of(b, like);
+  return hlo_filled(b, t->dtype, t->rank, t->dims, value);
 }
 
 hlo_value hlo_iota(hlo_builder* b, hlo_type type, int dimension) {

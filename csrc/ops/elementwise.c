@@ -25,7 +25,7 @@ static hlo_type read_operands(tpu_lowering* l, const int* indices, int count, tp
 
 static hlo_value filled_like(hlo_builder* b, hlo_value x, tpu_dtype dtype, double value) {
   hlo_type t = *hlo_type_of(b, x); /* copied: adding ops may move the type table */
-  return hlo_broadcast_in_dim(b, hlo_constant(b, dtype, value), t.rank, t.dims, NULL);
+  return hlo_filled(b, dtype, t.rank, t.dims, value);
 }
 
 static hlo_value compare_c(hlo_builder* b, const char* direction, hlo_value x, double c) {

@@ -41,11 +41,6 @@ static hlo_value scatter_rows(hlo_builder* b, hlo_value x, hlo_value index, hlo_
   return hlo_scatter(b, x, index, updates, &s, combiner);
 }
 
-/* Zeros of `dtype` in the given shape. */
-static hlo_value zeros(hlo_builder* b, tpu_dtype dtype, int rank, const int64_t* dims) {
-  return hlo_broadcast_in_dim(b, hlo_constant(b, dtype, 0), rank, dims, NULL);
-}
-
 /* A per-row value [n] broadcast over the columns of rows [n, d]. */
 static hlo_value per_row(hlo_builder* b, hlo_value v, hlo_value rows) {
   hlo_type t = *hlo_type_of(b, rows);
@@ -77,11 +72,11 @@ static hlo_value not_padding(hlo_builder* b, hlo_value indices, int64_t padding_
  * indices, each scaled by 1 / (count of its index) when by_freq. */
 static hlo_value accumulate_rows(hlo_builder* b, hlo_value indices, hlo_value rows,
                                  const hlo_type* table, bool by_freq) {
-  hlo_value sums = scatter_rows(b, zeros(b, hlo_type_of(b, rows)->dtype, table->rank, table->dims),
+  hlo_value sums = scatter_rows(b, hlo_filled(b, hlo_type_of(b, rows)->dtype, table->rank, table->dims, 0),
                                 indices, rows, "add");
   if (!by_freq) return sums;
   hlo_value ones = hlo_constant_like(b, indices, 1);
-  hlo_value counts = scatter_rows(b, zeros(b, TPU_I64, 1, table->dims), indices, ones, "add");
+  hlo_value counts = scatter_rows(b, hlo_filled(b, TPU_I64, 1, table->dims, 0), indices, ones, "add");
   counts = hlo_binary(b, "maximum", counts, hlo_constant_like(b, counts, 1));
   return scale_rows(b, "divide", sums, counts);
 }
@@ -120,7 +115,7 @@ typedef struct bags {
  * starts at or before it): a mark at each bag start, summed up. Indices
  * past the last bag (include_last_offset's tail) are unused. */
 static hlo_value bags_of_offsets(hlo_builder* b, hlo_value offsets, int64_t n) {
-  hlo_value marks = zeros(b, TPU_I64, 1, &n);
+  hlo_value marks = hlo_filled(b, TPU_I64, 1, &n, 0);
   marks = scatter_rows(b, marks, offsets, hlo_constant_like(b, offsets, 1), "add");
   hlo_value bag = hlo_cumulative(b, marks, hlo_constant(b, TPU_I64, 0), "add", 0);
   return hlo_binary(b, "subtract", bag, hlo_constant_like(b, bag, 1));
@@ -135,7 +130,7 @@ static bags bags_make(hlo_builder* b, hlo_value indices, hlo_value bag, int64_t 
   g.used = hlo_binary(b, "and", hlo_binary(b, "and", after_first, before_end),
                       not_padding(b, indices, padding_idx));
   hlo_value ones = hlo_convert(b, g.used, TPU_I64);
-  g.size = scatter_rows(b, zeros(b, TPU_I64, 1, &count), bag, ones, "add");
+  g.size = scatter_rows(b, hlo_filled(b, TPU_I64, 1, &count, 0), bag, ones, "add");
   return g;
 }
 
@@ -197,7 +192,7 @@ static tpu_status lower_embedding_bag(tpu_lowering* l) {
     hlo_value lookup = hlo_pad(b, indices, hlo_constant(b, TPU_I64, 0), &low, &high, &interior);
     max_indices = gather_rows(b, lookup, hlo_reshape(b, position, 1, &flat));
   } else {
-    result = scatter_rows(b, zeros(b, hlo_type_of(b, rows)->dtype, 2, out.dims), g.bag,
+    result = scatter_rows(b, hlo_filled(b, hlo_type_of(b, rows)->dtype, 2, out.dims, 0), g.bag,
                           where_used(b, &g, rows, 0), "add");
     if (mode == MODE_MEAN) {
       hlo_value size = hlo_binary(b, "maximum", g.size, hlo_constant_like(b, g.size, 1));
@@ -277,7 +272,7 @@ static tpu_status lower_embedding_bag_backward(tpu_lowering* l) {
     grad = hlo_select(b, per_row(b, empty, grad), hlo_constant_like(b, grad, 0), grad);
     static const int64_t both[2] = {0, 1};
     hlo_scatter_dims s = {NULL, 0, both, 2, both, 2, 2};
-    hlo_value start = zeros(b, table.dtype, 2, table.dims);
+    hlo_value start = hlo_filled(b, table.dtype, 2, table.dims, 0);
     hlo_value at = hlo_concatenate(b, coords, 2, 2);
     tpu_lower_set_output(l, 0, hlo_scatter(b, start, at, grad, &s, "add"));
     return NULL;
@@ -348,8 +343,8 @@ static tpu_status lower_embedding_renorm(tpu_lowering* l) {
     norm = hlo_binary(b, "power", norm, hlo_constant_like(b, norm, 1 / p));
   }
   hlo_value index = hlo_reshape(b, tpu_lower_value(l, 1, TPU_I64), 1, &n);
-  hlo_value named = hlo_put(b, zeros(b, TPU_BOOL, 1, &rows), 0, index,
-                            hlo_broadcast_in_dim(b, hlo_constant(b, TPU_BOOL, 1), 1, &n, NULL), NULL);
+  hlo_value named = hlo_put(b, hlo_filled(b, TPU_BOOL, 1, &rows, 0), 0, index,
+                            hlo_filled(b, TPU_BOOL, 1, &n, 1), NULL);
   hlo_value over = hlo_binary(b, "and", named, hlo_compare(b, "GT", norm, hlo_constant_like(b, norm, max_norm)));
   hlo_value shrink = hlo_binary(b, "divide", hlo_constant_like(b, norm, max_norm),
                                 hlo_binary(b, "add", norm, hlo_constant_like(b, norm, 1e-7)));

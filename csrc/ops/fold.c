@@ -97,7 +97,7 @@ static tpu_status lower_col2im(tpu_lowering* l) {
   hlo_type padded = out;
   padded.dtype = t;
   for (int i = 0; i < 2; i++) padded.dims[out.rank - 2 + i] += 2 * p.padding[i];
-  hlo_value sum = hlo_broadcast_in_dim(b, hlo_constant(b, t, 0), padded.rank, padded.dims, NULL);
+  hlo_value sum = hlo_filled(b, t, padded.rank, padded.dims, 0);
   hlo_type one = split;  /* one kernel position: [.., C, blocks H, blocks W] */
   for (int d = out.rank - 2; d < out.rank; d++) one.dims[d] = split.dims[d + 1];
   one.rank = out.rank;

@@ -229,7 +229,7 @@ static tpu_status lower_grid_sampler_backward(tpu_lowering* l) {
       result = hlo_constant(b, tpu_lower_output_type(l, slot).dtype, 0);
     } else if (r == 0) {
       int64_t rows[2] = {s.n * s.h * s.w, s.c}, image[4] = {s.n, s.h, s.w, s.c};
-      result = hlo_broadcast_in_dim(b, hlo_constant(b, s.t, 0), 2, rows, NULL);
+      result = hlo_filled(b, s.t, 2, rows, 0);
       for (int i = 0; i < k.count; i++) {
         hlo_value weight = hlo_select(b, k.at[i].inside, k.weight[i], fill(&s, s.t, 0));
         result = hlo_put(b, result, 0, k.at[i].index, hlo_binary(b, "multiply", g, per_channel(&s, weight)), "add");

@@ -25,7 +25,7 @@ static hlo_value mask_groups(hlo_builder* b, hlo_value x, int dim, hlo_value off
   hlo_type xt = *hlo_type_of(b, x);
   int64_t length = xt.dims[dim], one = 1, zero = 0, head = groups - 1;
   hlo_value ends = hlo_convert(b, offs, TPU_I64);
-  hlo_value starts = hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, 0), 1, &one, NULL);
+  hlo_value starts = hlo_filled(b, TPU_I64, 1, &one, 0);
   if (groups > 1) {
     hlo_value parts[2] = {starts, hlo_slice(b, ends, &zero, &head, &one)};
     starts = hlo_concatenate(b, parts, 2, 0);

@@ -39,15 +39,15 @@ static tpu_status lower_histc(tpu_lowering* l) {
   hlo_value inside = hlo_binary(b, "and", hlo_compare(b, "GE", x, los), hlo_compare(b, "LE", x, his));
   hlo_value scaled = hlo_binary(b, "divide",
                                 hlo_binary(b, "multiply", hlo_binary(b, "subtract", x, los),
-                                           hlo_broadcast_in_dim(b, hlo_constant(b, t, (double)bins), 1, &numel, NULL)),
+                                           hlo_filled(b, t, 1, &numel, (double)bins)),
                                 hlo_binary(b, "subtract", his, los));
   /* x == max lands past the last bin: clamp it back (outside values do not count). */
   hlo_value bin = hlo_convert(b, hlo_unary(b, "floor", scaled), TPU_I64);
   bin = hlo_binary(b, "maximum",
-                   hlo_binary(b, "minimum", bin, hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, (double)(bins - 1)), 1, &numel, NULL)),
-                   hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, 0), 1, &numel, NULL));
+                   hlo_binary(b, "minimum", bin, hlo_filled(b, TPU_I64, 1, &numel, (double)(bins - 1))),
+                   hlo_filled(b, TPU_I64, 1, &numel, 0));
   int64_t index_dims[2] = {numel, 1};
-  hlo_value counts = hlo_broadcast_in_dim(b, hlo_constant(b, count_type, 0), 1, &bins, NULL);
+  hlo_value counts = hlo_filled(b, count_type, 1, &bins, 0);
   static const int64_t dim0[1] = {0};
   hlo_scatter_dims s = {NULL, 0, dim0, 1, dim0, 1, 1};
   counts = hlo_scatter(b, counts, hlo_reshape(b, bin, 2, index_dims), hlo_convert(b, inside, count_type), &s, "add");
@@ -70,7 +70,7 @@ static tpu_status lower_bincount(tpu_lowering* l) {
   }
   bins = hlo_broadcast_in_dim(b, bins, 1, out.dims, NULL);
   hlo_value adds = tpu_lower_arg_count(l) == 3 ? tpu_lower_value(l, 1, out.dtype)
-                                               : hlo_broadcast_in_dim(b, hlo_constant(b, out.dtype, 1), 1, in.dims, NULL);
+                                               : hlo_filled(b, out.dtype, 1, in.dims, 1);
   tpu_lower_set_output(l, 0, hlo_put(b, bins, 0, tpu_lower_value(l, 0, TPU_I64), adds, "add"));
   return NULL;
 }

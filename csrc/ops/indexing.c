@@ -211,7 +211,7 @@ static tpu_status lower_repeat_interleave(tpu_lowering* l) {
   }
   hlo_value repeats = hlo_reshape(b, tpu_lower_value(l, 0, TPU_I64), 1, &n);
   hlo_value ends = hlo_cumulative(b, repeats, hlo_constant(b, TPU_I64, 0), "add", 0);
-  hlo_value zero = hlo_constant(b, TPU_I64, 0), ones = hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, 1), 1, &(int64_t){n - 1}, NULL);
+  hlo_value zero = hlo_constant(b, TPU_I64, 0), ones = hlo_filled(b, TPU_I64, 1, &(int64_t){n - 1}, 1);
   hlo_value marks = hlo_put(b, hlo_broadcast_in_dim(b, zero, 1, &marked, NULL), 0, hlo_slice_dim(b, ends, 0, 0, n - 1), ones, "add");
   tpu_lower_set_output(l, 0, hlo_cumulative(b, hlo_slice_dim(b, marks, 0, 0, total), zero, "add", 0));
   return NULL;
@@ -233,7 +233,7 @@ static tpu_status lower_groups(tpu_lowering* l, bool sort) {
   hlo_value given[2] = {hlo_reshape(b, tpu_lower_tensor(l, 0), 1, &n), hlo_iota(b, hlo_type_make(TPU_I64, 1, &n), 0)};
   hlo_value order[2] = {given[0], given[1]};
   if (sort) hlo_sort(b, given, 2, 0, false, order);
-  hlo_value starts_group[2] = {hlo_broadcast_in_dim(b, hlo_constant(b, TPU_BOOL, 1), 1, &one, NULL),
+  hlo_value starts_group[2] = {hlo_filled(b, TPU_BOOL, 1, &one, 1),
                                hlo_compare(b, "NE", hlo_slice_dim(b, order[0], 0, 1, n),
                                            hlo_slice_dim(b, order[0], 0, 0, n - 1))};
   hlo_value first = hlo_concatenate(b, starts_group, 2, 0);
@@ -243,7 +243,7 @@ static tpu_status lower_groups(tpu_lowering* l, bool sort) {
     hlo_value group = hlo_cumulative(b, hlo_convert(b, first, TPU_I64), hlo_constant(b, TPU_I64, 0), "add", 0);
     group = hlo_binary(b, "subtract", group, hlo_constant_like(b, group, 1));
     if (sort) {
-      hlo_value zeros = hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, 0), 1, &n, NULL);
+      hlo_value zeros = hlo_filled(b, TPU_I64, 1, &n, 0);
       group = hlo_put(b, zeros, 0, order[1], group, NULL);
     }
     tpu_lower_set_output(l, 1, hlo_reshape(b, group, inverse.rank, inverse.dims));
@@ -252,7 +252,7 @@ static tpu_status lower_groups(tpu_lowering* l, bool sort) {
   }
   if (tpu_lower_output_type(l, 2).dims[0] > 0) {
     hlo_value ends[2] = {hlo_slice_dim(b, starts, 0, 1, count),
-                         hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, (double)n), 1, &one, NULL)};
+                         hlo_filled(b, TPU_I64, 1, &one, (double)n)};
     tpu_lower_set_output(l, 2, hlo_binary(b, "subtract", hlo_concatenate(b, ends, 2, 0), starts));
   } else {
     tpu_lower_set_output(l, 2, hlo_constant(b, TPU_I64, 0));
@@ -559,7 +559,7 @@ static tpu_status lower_triangle_indices(tpu_lowering* l) {
   hlo_value slots = hlo_select(b, keep, mask_slots(b, keep), past_end);
   int64_t pair[2] = {1, n};
   hlo_value parts[2] = {hlo_reshape(b, r, 2, pair), hlo_reshape(b, c, 2, pair)};
-  hlo_value zeros = hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, 0), 2, out.dims, NULL);
+  hlo_value zeros = hlo_filled(b, TPU_I64, 2, out.dims, 0);
   tpu_lower_set_output(l, 0, hlo_put(b, zeros, 1, slots, hlo_concatenate(b, parts, 2, 0), NULL));
   return NULL;
 }

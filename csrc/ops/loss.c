@@ -212,7 +212,7 @@ typedef struct nll {
 } nll;
 
 static hlo_value filled(hlo_builder* b, const hlo_type* type, double value) {
-  return hlo_broadcast_in_dim(b, hlo_constant(b, type->dtype, value), type->rank, type->dims, NULL);
+  return hlo_filled(b, type->dtype, type->rank, type->dims, value);
 }
 
 /* v (of the target's shape) broadcast along the class dim. */

@@ -24,11 +24,6 @@ typedef struct pool_params {
 /* How many trailing dims the op pools: 3 for the 3d ops, else 2. */
 static int spatial_dims(tpu_lowering* l) { return strstr(tpu_lower_op_name(l), "3d") ? 3 : 2; }
 
-/* Zeros of dtype t and the given shape. */
-static hlo_value zeros(hlo_builder* b, tpu_dtype t, int rank, const int64_t* dims) {
-  return hlo_broadcast_in_dim(b, hlo_constant(b, t, 0), rank, dims, NULL);
-}
-
 /* An int list of n entries: one entry stands for all; empty gives
  * `fallback` (NULL: zeros). */
 static bool read_sizes(tpu_lowering* l, int index, int n, const int64_t* fallback, int64_t* out) {
@@ -227,7 +222,7 @@ static tpu_status lower_max_pool_backward(tpu_lowering* l) {
   hlo_value index = hlo_reshape(b, tpu_lower_value(l, tpu_lower_arg_count(l) - 1, TPU_I64), 2, shape);
   hlo_value base = hlo_iota(b, hlo_type_make(TPU_I64, 2, shape), 0);
   index = hlo_binary(b, "add", index, hlo_binary_constant(b, "multiply", base, plane));
-  hlo_value dx = hlo_put(b, zeros(b, t, 1, &flat), 0, index, dy, "add");
+  hlo_value dx = hlo_put(b, hlo_filled(b, t, 1, &flat, 0), 0, index, dy, "add");
   tpu_lower_set_output(l, 0, hlo_reshape(b, dx, out.rank, out.dims));
   return NULL;
 }
@@ -411,7 +406,7 @@ static tpu_status lower_adaptive_avg_pool_backward(tpu_lowering* l) {
     hlo_value spread_g = hlo_broadcast_in_dim(b, g, wide.rank, wide.dims, keep);
     hlo_value mask = hlo_broadcast_in_dim(b, axes[i].mask, wide.rank, wide.dims, at);
     spread_g = hlo_select(b, mask, spread_g, hlo_constant_like(b, spread_g, 0));
-    g = hlo_put(b, zeros(b, t, target.rank, target.dims), d, axes[i].index, spread_g, "add");
+    g = hlo_put(b, hlo_filled(b, t, target.rank, target.dims, 0), d, axes[i].index, spread_g, "add");
   }
   tpu_lower_set_output(l, 0, g);
   return NULL;

@@ -175,7 +175,7 @@ static hlo_value scatter_taps(hlo_builder* b, hlo_value g, int d, int64_t in, co
   hlo_type t = *hlo_type_of(b, g), target = t;
   target.dims[d] = in;
   hlo_value zeros =
-      hlo_broadcast_in_dim(b, hlo_constant(b, t.dtype, 0), target.rank, target.dims, NULL);
+      hlo_filled(b, t.dtype, target.rank, target.dims, 0);
   if (k->count == 1) return hlo_put(b, zeros, d, k->index[0], g, "add");
   hlo_value updates[MAX_TAPS];
   for (int i = 0; i < k->count; i++) updates[i] = hlo_binary(b, "multiply", g, along(b, k->weight[i], d, &t));

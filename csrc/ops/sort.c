@@ -190,7 +190,7 @@ static tpu_status lower_searchsorted(tpu_lowering* l) {
                                  hlo_broadcast_in_dim(b, x, r + 1, pairs, x_dims));
   int64_t last = r;
   hlo_value count = hlo_reduce(b, hlo_convert(b, before, TPU_I64), hlo_constant(b, TPU_I64, 0), "add", &last, 1);
-  hlo_value past_all = hlo_broadcast_in_dim(b, hlo_constant(b, TPU_I64, (double)m), r, out.dims, NULL);
+  hlo_value past_all = hlo_filled(b, TPU_I64, r, out.dims, (double)m);
   tpu_lower_set_output(l, 0, hlo_select(b, hlo_compare(b, "NE", x, x), past_all, count));
   return NULL;
 }
