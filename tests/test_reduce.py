@@ -284,6 +284,49 @@ def test_norm_variants():
         torch.linalg.vector_norm(torch.zeros(0, device="tpu"), math.inf)
 
 
+def renorm_input(dtype):
+    """[4, 3, 5] values and a maxnorm between its slices' 2-norms along dim
+    0, so some slices are scaled and others kept."""
+    x = make((4, 3, 5), dtype) * 2
+    norms = torch.linalg.vector_norm(x.double(), dim=(1, 2))
+    return x, float(norms.median())
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("p", [2, 1, 3, 0.5, math.inf])
+def test_renorm(dtype, p):
+    x, maxnorm = renorm_input(dtype)
+    for dim in (0, 1, -1):
+        check(lambda x: torch.renorm(x, p, dim, maxnorm), x)
+    check(lambda x: x.renorm_(p, 0, maxnorm), x)  # in place: check compares x too
+    check(lambda x, out: torch.renorm(x, p, 0, maxnorm, out=out), x, torch.empty(4, 3, 5, dtype=dtype))
+
+
+def test_renorm_views_empty_gradient_and_errors():
+    x, maxnorm = renorm_input(torch.float32)
+    check(lambda x: torch.renorm(x.transpose(0, 2)[::2], 2, 1, maxnorm), x)  # non-contiguous
+    check(lambda x: torch.renorm(x, 2, 0, 0.0), x)  # every slice to (nearly) zero
+    check(lambda x: torch.renorm(x, 2, 1, maxnorm), torch.zeros(0, 3, 5))
+    check(lambda x: torch.renorm(x, 2, 0, maxnorm), torch.zeros(4, 0))
+    g = make((4, 3, 5), torch.float32, seed=1)
+
+    def grad(x, g):
+        x = x.clone().requires_grad_()
+        (dx,) = torch.autograd.grad(torch.renorm(x, 2, 0, maxnorm), x, g)
+        return dx
+
+    check(grad, x, g)
+    for bad, message in ((lambda d: torch.renorm(torch.ones(5, device=d), 2, 0, 1.0), "at least 2 dimensions"),
+                         (lambda d: torch.renorm(torch.ones(2, 5, device=d), 0, 0, 1.0), "non-positive-norm"),
+                         (lambda d: torch.renorm(torch.ones(2, 5, device=d), 2, 0, -1.0), "maxnorm to be >= 0"),
+                         (lambda d: torch.renorm(torch.ones(2, 5, dtype=torch.long, device=d), 2, 0, 1.0),
+                          "floating point")):
+        for device in ("cpu", "tpu"):
+            with pytest.raises(RuntimeError, match=message):
+                bad(device)
+    assert torch.renorm(x.to("tpu"), 2, 0, maxnorm).cpu().isfinite().all()  # still working
+
+
 # ---- all, any, count_nonzero ----
 
 @pytest.mark.parametrize("dtype", ALL)

@@ -23,6 +23,20 @@ hlo_value hlo_reduce_extreme(hlo_builder* b, hlo_value x, hlo_value init, bool i
   return hlo_select(b, any_nan, hlo_constant_like(b, extreme, NAN), extreme);
 }
 
+hlo_value hlo_vector_norm(hlo_builder* b, hlo_value x, double p, const int64_t* dims, int dim_count) {
+  if (!values_valid(b, &x, 1)) return HLO_INVALID;
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  hlo_value zero = hlo_constant(b, t, 0), a = hlo_unary(b, "abs", x);
+  if (p == 0) return hlo_reduce(b, hlo_convert(b, hlo_convert(b, x, TPU_BOOL), t), zero, "add", dims, dim_count);
+  if (isinf(p))
+    return hlo_reduce_extreme(b, a, hlo_constant_extreme(b, t, p < 0), p > 0, dims, dim_count);
+  if (p == 1) return hlo_reduce(b, a, zero, "add", dims, dim_count);
+  if (p == 2)
+    return hlo_unary(b, "sqrt", hlo_reduce(b, hlo_binary(b, "multiply", x, x), zero, "add", dims, dim_count));
+  hlo_value sum = hlo_reduce(b, hlo_binary(b, "power", a, hlo_constant_like(b, a, p)), zero, "add", dims, dim_count);
+  return hlo_binary(b, "power", sum, hlo_constant_like(b, sum, 1 / p));
+}
+
 /* A log-depth scan (Hillis and Steele): step k combines each element with
  * the one 2^k places before it (the identity where there is none), so n
  * elements take ceil(log2 n) steps of n combines. A reduce_window with a

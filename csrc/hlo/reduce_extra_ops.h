@@ -15,6 +15,12 @@ extern "C" {
 hlo_value hlo_reduce_extreme(hlo_builder* b, hlo_value x, hlo_value init, bool is_max,
                              const int64_t* dims, int dim_count);
 
+/* The p-norm of x over dims, in x's (floating) dtype: the count of nonzero
+ * elements for p = 0, the largest (p = inf) or smallest (p = -inf) |x| with
+ * NaN kept, the root of the sum of squares for p = 2, else
+ * (sum |x|^p)^(1/p). */
+hlo_value hlo_vector_norm(hlo_builder* b, hlo_value x, double p, const int64_t* dims, int dim_count);
+
 /* Inclusive running reduction of x along `dim` with a binary reducer
  * ("add", "multiply", ...); init is the reducer's identity, a 0-d value of
  * x's dtype. Element i holds reducer(x[0..i]). */

@@ -6,7 +6,6 @@
  * A bag is a run of indices [offsets[b], offsets[b + 1]); entries equal to
  * padding_idx (when >= 0) take no part. Gradients accumulate in float32 for
  * float16/bfloat16. */
-#include <math.h>
 #include <string.h>
 
 #include "hlo/reduce_extra_ops.h"
@@ -332,16 +331,8 @@ static tpu_status lower_embedding_renorm(tpu_lowering* l) {
   }
   tpu_dtype t = tpu_dtype_compute(wt.dtype);
   double max_norm = tpu_lower_float(l, 2, 0), p = tpu_lower_float(l, 3, 2);
-  hlo_value w = tpu_lower_value(l, 0, t), a = hlo_unary(b, "abs", w);
-  int count = row_window(wt.rank, row_dims);
-  hlo_value norm;
-  if (isinf(p)) {
-    norm = hlo_reduce(b, a, hlo_constant(b, t, 0), "maximum", row_dims, count);
-  } else {
-    hlo_value powered = hlo_binary(b, "power", a, hlo_constant_like(b, a, p));
-    norm = hlo_reduce(b, powered, hlo_constant(b, t, 0), "add", row_dims, count);
-    norm = hlo_binary(b, "power", norm, hlo_constant_like(b, norm, 1 / p));
-  }
+  hlo_value w = tpu_lower_value(l, 0, t);
+  hlo_value norm = hlo_vector_norm(b, w, p, row_dims, row_window(wt.rank, row_dims));
   hlo_value index = hlo_reshape(b, tpu_lower_value(l, 1, TPU_I64), 1, &n);
   hlo_value named = hlo_put(b, hlo_filled(b, TPU_BOOL, 1, &rows, 0), 0, index,
                             hlo_filled(b, TPU_BOOL, 1, &n, 1), NULL);

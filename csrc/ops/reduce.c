@@ -209,21 +209,36 @@ static tpu_status lower_norm(tpu_lowering* l) {
   reduction r = reduction_of(l, 0, 2, true);
   tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = tpu_dtype_compute(out);
   hlo_value x = hlo_convert(b, tpu_lower_value(l, 0, out), t);
-  hlo_value a = hlo_unary(b, "abs", x);
-  hlo_value result;
-  if (p == 0) {
-    result = reduce(b, hlo_convert(b, x, TPU_BOOL), t, "add", &r);
-  } else if (isinf(p)) {
-    result = reduce(b, a, t, p > 0 ? "maximum" : "minimum", &r);
-  } else if (p == 1) {
-    result = reduce(b, a, t, "add", &r);
-  } else if (p == 2) {
-    result = hlo_unary(b, "sqrt", reduce(b, hlo_binary(b, "multiply", x, x), t, "add", &r));
-  } else {
-    result = reduce(b, hlo_binary(b, "power", a, hlo_constant_like(b, a, p)), t, "add", &r);
-    result = hlo_binary(b, "power", result, hlo_constant_like(b, result, 1 / p));
+  tpu_lower_set_output(l, 0, hlo_vector_norm(b, x, p, r.dims, r.count));
+  return NULL;
+}
+
+/* renorm(self, p, dim, maxnorm): each slice along dim whose p-norm over the
+ * other dims (in float32 or wider) exceeds maxnorm is scaled by
+ * maxnorm / (norm + 1e-7), the factor rounded to self's dtype first, as in
+ * PyTorch's kernels; other slices stay. p is compiled in (scalars_in_key). */
+static tpu_status lower_renorm(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  if (!tpu_dtype_is_float(in.dtype)) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::renorm: expected a floating point tensor, got %s; "
+                   "convert it with .float() first", tpu_dtype_name(in.dtype));
+    return NULL;
   }
-  tpu_lower_set_output(l, 0, result);
+  tpu_dtype t = tpu_dtype_compute(in.dtype);
+  int64_t dim = tpu_lower_int(l, 2, 0), dims[TPU_MAX_RANK];
+  if (dim < 0) dim += in.rank;
+  int count = 0;
+  for (int i = 0; i < in.rank; i++)
+    if (i != dim) dims[count++] = i;
+  hlo_value x = tpu_lower_value(l, 0, t);
+  hlo_value norm = hlo_vector_norm(b, x, tpu_lower_scalar_constant(l, 1), dims, count);
+  hlo_value maxnorm = splat(b, tpu_lower_value(l, 3, t), norm);
+  hlo_value shrink = hlo_binary(b, "divide", maxnorm, hlo_binary(b, "add", norm, hlo_constant_like(b, norm, 1e-7)));
+  hlo_value factor = hlo_select(b, hlo_compare(b, "GT", norm, maxnorm), shrink, hlo_constant_like(b, norm, 1));
+  factor = hlo_convert(b, hlo_convert(b, factor, in.dtype), t);
+  hlo_value spread = hlo_broadcast_in_dim(b, factor, in.rank, in.dims, &dim);
+  tpu_lower_set_output(l, 0, hlo_binary(b, "multiply", x, spread));
   return NULL;
 }
 
@@ -437,6 +452,7 @@ static const tpu_op_entry entries[] = {
     {"nansum", lower_sum_prod, false},
     {"norm", lower_norm, true},
     {"prod", lower_sum_prod, false},
+    {"renorm", lower_renorm, true},
     {"std", lower_moments, false},
     {"std_mean", lower_moments, false},
     {"sum", lower_sum_prod, false},
