@@ -282,6 +282,44 @@ def test_logaddexp(op, dtype):
     assert_close(yt.grad, y.grad)
 
 
+def fibonacci_pairs(dtype):
+    """The two largest Fibonacci numbers the dtype holds, both ways round:
+    the pairs that take Euclid's algorithm the most steps."""
+    bound = torch.iinfo(dtype).max
+    fib = [1, 2]
+    while fib[-1] + fib[-2] <= bound:
+        fib.append(fib[-1] + fib[-2])
+    return torch.tensor([fib[-1], fib[-2]], dtype=dtype), torch.tensor([fib[-2], fib[-1]], dtype=dtype)
+
+
+@pytest.mark.parametrize("op", [torch.gcd, torch.lcm])
+@pytest.mark.parametrize("dtype", INTS)
+def test_gcd_lcm(op, dtype):
+    a, b = make((3, 4), dtype, -30, 30, seed=1), make((4,), dtype, -30, 30, seed=2)
+    check(op, a, b)  # broadcast, zeros and signs among the values
+    check(lambda x, y: op(x.t(), y[::2].t()), make((4, 3), dtype, seed=3), make((8, 3), dtype, seed=4))  # views
+    check(lambda x, y, out: op(x, y, out=out), a, b, torch.empty(3, 4, dtype=dtype))
+    check(lambda x, y: x.gcd_(y) if op is torch.gcd else x.lcm_(y), a, b)  # in place
+    check(op, torch.tensor(12, dtype=dtype), torch.tensor(18, dtype=dtype))  # 0-d
+    check(op, torch.zeros(0, 4, dtype=dtype), b)  # empty
+    check(op, *fibonacci_pairs(dtype))  # the longest runs of Euclid's algorithm
+    big = torch.iinfo(dtype).max
+    check(op, torch.tensor([big, big, 0, 7], dtype=dtype), torch.tensor([big - 1, 3, 0, 0], dtype=dtype))  # overflow wraps
+
+
+def test_gcd_lcm_reject_floats_and_bools():
+    for op in (torch.gcd, torch.lcm):
+        for dtype in (torch.float32, torch.bool):
+            x = torch.ones(3, dtype=dtype)
+            with pytest.raises(RuntimeError, match="not implemented for"):
+                op(x, x)
+            # lcm of bools fails in PyTorch's own shape function first, with its message.
+            message = None if (op, dtype) == (torch.lcm, torch.bool) else f"aten::{op.__name__} is not implemented for"
+            with pytest.raises(RuntimeError, match=message):
+                op(x.to("tpu"), x.to("tpu"))
+    assert torch.gcd(torch.tensor([4], device="tpu"), torch.tensor([6], device="tpu")).item() == 2
+
+
 def test_equal():
     """torch.equal: shape and values (NaN never equal), any two dtypes."""
     a = make((3, 4), torch.float32, seed=7)

@@ -127,6 +127,7 @@ typedef enum operand_rule {
   AS_FLOAT,   /* promoted, then float: ops with float results */
   AS_BOOL,    /* each operand as (x != 0) */
   FLOAT_ONLY, /* promoted, which must be float (the CPU kernel has no other) */
+  INT_ONLY,   /* promoted, which must be an integer type (likewise) */
 } operand_rule;
 
 typedef hlo_value (*binary_fn)(hlo_builder* b, hlo_value x, hlo_value y);
@@ -175,6 +176,43 @@ static hlo_value xlogy_fn(hlo_builder* b, hlo_value x, hlo_value y) {
 static hlo_value heaviside_fn(hlo_builder* b, hlo_value x, hlo_value values) {
   hlo_value step = hlo_convert(b, compare_c(b, "GT", x, 0), hlo_type_of(b, x)->dtype);
   return hlo_select(b, compare_c(b, "EQ", x, 0), values, step);
+}
+
+/* Unsigned integers and bools are their own absolute value. */
+static hlo_value abs_fn(hlo_builder* b, hlo_value x) {
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  return tpu_dtype_is_float(t) || tpu_dtype_is_signed_int(t) ? hlo_unary(b, "abs", x) : x;
+}
+
+/* gcd by Euclid's algorithm on |x| and |y|, as PyTorch's kernel runs it:
+ * (a, b) <- (b mod a, a) while a != 0. HLO has no loop here, so the step is
+ * unrolled once per Fibonacci number below the dtype's bound (93 for int64,
+ * 24 for int16): consecutive Fibonacci numbers take the most steps, one or
+ * two fewer than that. Elements already done keep their values. */
+static hlo_value gcd_fn(hlo_builder* b, hlo_value x, hlo_value y) {
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  double largest = ldexp(1, 8 * (int)tpu_dtype_size(t) - (tpu_dtype_is_signed_int(t) ? 1 : 0));
+  hlo_value a = abs_fn(b, x), g = abs_fn(b, y);
+  hlo_value zero = hlo_constant_like(b, a, 0), one = hlo_constant_like(b, a, 1);
+  for (double f0 = 0, f1 = 1; f0 < largest; f1 += f0, f0 = f1 - f0) {
+    hlo_value running = hlo_compare(b, "NE", a, zero);
+    hlo_value rest = hlo_binary(b, "remainder", g, hlo_select(b, running, a, one));
+    g = hlo_select(b, running, a, g);
+    a = hlo_select(b, running, rest, zero);
+  }
+  return g;
+}
+
+/* |x / gcd * y|, 0 where the gcd is 0, as PyTorch's kernel computes it in
+ * C: types narrower than int promoted to int32 for the product and its
+ * absolute value, so an overflow wraps as it does there. */
+static hlo_value lcm_fn(hlo_builder* b, hlo_value x, hlo_value y) {
+  tpu_dtype t = hlo_type_of(b, x)->dtype, wide = tpu_dtype_size(t) < 4 ? TPU_I32 : t;
+  hlo_value g = gcd_fn(b, x, y), zero = hlo_constant_like(b, g, 0);
+  hlo_value none = hlo_compare(b, "EQ", g, zero);
+  hlo_value quotient = hlo_binary(b, "divide", x, hlo_select(b, none, hlo_constant_like(b, g, 1), g));
+  hlo_value product = hlo_binary(b, "multiply", hlo_convert(b, quotient, wide), hlo_convert(b, y, wide));
+  return hlo_select(b, none, zero, hlo_convert(b, abs_fn(b, product), t));
 }
 
 /* log(e^x + e^y) (or log2(2^x + 2^y) for base 2) as max + log1p(e^-|x-y|),
@@ -229,8 +267,10 @@ static const struct binary_op {
     {"fmax", NULL, fmax_fn, PROMOTED},
     {"fmin", NULL, fmin_fn, PROMOTED},
     {"fmod", "remainder", NULL, PROMOTED},
+    {"gcd", NULL, gcd_fn, INT_ONLY},
     {"heaviside", NULL, heaviside_fn, PROMOTED},
     {"hypot", NULL, hypot_fn, FLOAT_ONLY},
+    {"lcm", NULL, lcm_fn, INT_ONLY},
     {"logaddexp", NULL, logaddexp_fn, FLOAT_ONLY},
     {"logaddexp2", NULL, logaddexp2_fn, FLOAT_ONLY},
     {"logical_and", "and", NULL, AS_BOOL},
@@ -257,9 +297,9 @@ static tpu_status lower_binary(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   int operands[2] = {0, 1};
   tpu_dtype type = operand_type(l, op->rule, operands, 2);
-  if (op->rule == FLOAT_ONLY && !tpu_dtype_is_float(type)) {
-    tpu_lower_fail(l, TPU_UNIMPLEMENTED, "aten::%s is not implemented for %s, as on the CPU; convert to a float type",
-                   op->name, tpu_dtype_name(type));
+  if ((op->rule == FLOAT_ONLY && !tpu_dtype_is_float(type)) || (op->rule == INT_ONLY && !tpu_dtype_is_integral(type))) {
+    tpu_lower_fail(l, TPU_UNIMPLEMENTED, "aten::%s is not implemented for %s, as on the CPU; convert to %s type",
+                   op->name, tpu_dtype_name(type), op->rule == FLOAT_ONLY ? "a float" : "an integer");
     return NULL;
   }
   hlo_value v[2];
@@ -289,12 +329,6 @@ static tpu_status lower_compare(tpu_lowering* l) {
 /* ---- unary ---- */
 
 typedef hlo_value (*unary_fn)(hlo_builder* b, hlo_value x);
-
-/* Unsigned integers and bools are their own absolute value. */
-static hlo_value abs_fn(hlo_builder* b, hlo_value x) {
-  tpu_dtype t = hlo_type_of(b, x)->dtype;
-  return tpu_dtype_is_float(t) || tpu_dtype_is_signed_int(t) ? hlo_unary(b, "abs", x) : x;
-}
 
 /* Integer inputs of floor, ceil, trunc and round are already whole. */
 static hlo_value floor_fn(hlo_builder* b, hlo_value x) {
@@ -600,11 +634,13 @@ static const tpu_op_entry entries[] = {
     {"fmax", lower_binary, false},
     {"fmin", lower_binary, false},
     {"fmod", lower_binary, false},
+    {"gcd", lower_binary, false},
     {"frac", lower_unary, false},
     {"ge", lower_compare, false},
     {"gt", lower_compare, false},
     {"heaviside", lower_binary, false},
     {"hypot", lower_binary, false},
+    {"lcm", lower_binary, false},
     {"isinf", lower_unary, false},
     {"isnan", lower_unary, false},
     {"isneginf", lower_unary, false},
