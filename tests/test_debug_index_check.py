@@ -36,6 +36,9 @@ OPS = {
     "nll_loss": lambda i, x: F.nll_loss(x[:, :3], i.repeat(3)[:3], reduction="sum"),
     "cross_entropy": lambda i, x: F.cross_entropy(x[:, :3], i.repeat(3)[:3], reduction="none"),
     "embedding_bag": lambda i, x: F.embedding_bag(i.view(1, -1), x),
+    # Output planes of 3 elements, one value per index.
+    "max_unpool2d": lambda i, x: torch.ops.aten.max_unpool2d(x.flatten()[:i.numel()].view(1, 1, 1, -1),
+                                                             i.view(1, 1, 1, -1), [1, 3]),
 }
 
 

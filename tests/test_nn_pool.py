@@ -4,7 +4,7 @@ stride, padding, dilation, ceil_mode; ties, NaN and inf), avg_pool2d
 (count_include_pad, ceil_mode, divisor_override), adaptive_avg_pool2d
 (output sizes that divide the input or not, larger than it),
 adaptive_max_pool2d (values, indices; ties, NaN and inf), their 1-d and 3-d
-forms, F.interpolate nearest / nearest-exact / (bi,tri)linear with
+forms, max_unpool2d/3d, F.interpolate nearest / nearest-exact / (bi,tri)linear with
 align_corners both ways, sizes and scale factors, bicubic, F.grid_sample
 (bilinear / nearest, zeros / border / reflection padding, with the
 grid's gradient), and F.pad reflect /
@@ -267,6 +267,42 @@ def test_pool_size_lists_of_the_wrong_length_raise():
     with pytest.raises(RuntimeError, match="max_pool3d"):
         F.max_pool3d(x, (2, 2))
     assert F.max_pool3d(x, 2).shape == (1, 1, 2, 2, 2)
+
+
+# ---- max_unpool ----
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_max_unpool2d(dtype):
+    values, indices = F.max_pool2d(randn((2, 3, 7, 8)), 2, return_indices=True)  # row 6 never a max
+    values = values.to(dtype)
+    check_grad(lambda v, i: F.max_unpool2d(v, i, 2), [values, indices], **EXACT)
+    check_grad(lambda v, i: F.max_unpool2d(v, i, 2, output_size=(7, 8)), [values, indices], **EXACT)
+    values, indices = F.max_pool2d(randn((3, 9, 9), seed=1), 3, 2, 1, return_indices=True)  # unbatched, padded
+    check_grad(lambda v, i: F.max_unpool2d(v, i, 3, 2, 1), [values.to(dtype), indices], **EXACT)
+
+
+def test_max_unpool_views_overlaps_3d_empty_and_modules():
+    values, indices = F.max_pool2d(randn((2, 3, 6, 6)), 3, 1, return_indices=True)  # windows overlap
+    check_grad(lambda v, i: F.max_unpool2d(v, i, 3, 1), [values, indices], **EXACT)
+    last = dict(memory_format=torch.channels_last)
+    check_grad(lambda v, i: F.max_unpool2d(v.contiguous(**last), i.contiguous(**last), 3, 1), [values, indices],
+               **EXACT)
+    values, indices = F.max_pool3d(randn((2, 2, 5, 6, 4)), 2, return_indices=True)
+    check_grad(lambda v, i: F.max_unpool3d(v, i, 2, output_size=(5, 6, 4)), [values, indices], **EXACT)
+    check_grad(nn.MaxUnpool3d(2), [values, indices], **EXACT)
+    values, indices = F.max_pool2d(randn((0, 2, 4, 4)), 2, return_indices=True)
+    check_grad(nn.MaxUnpool2d(2), [values, indices], **EXACT)
+
+
+def test_max_unpool_integer_values_and_index_out_of_range():
+    values, indices = F.max_pool2d(randn((1, 1, 4, 4)), 2, return_indices=True)
+    for device in ("cpu", "tpu"):  # floats only, as PyTorch's kernels
+        with pytest.raises(NotImplementedError, match=r"max_unpool2d.* not implemented for"):
+            F.max_unpool2d(values.long().to(device), indices.to(device), 2)
+    with pytest.raises(RuntimeError, match="invalid max index"):
+        F.max_unpool2d(values, indices + 16, 2)
+    out = F.max_unpool2d(values.to("tpu"), (indices + 16).to("tpu"), 2)  # as XLA's scatter does
+    assert out.shape == (1, 1, 4, 4) and out.count_nonzero().item() == 0
 
 
 # ---- interpolate ----

@@ -22,6 +22,7 @@ typedef enum indexed_dim {
   DIM_ENTRY,   /* a list of indices: entry j indexes dimension j */
   DIM_CLASSES, /* nll_loss: dimension 1, or 0 for 1-d input */
   DIM_NUMEL,   /* the flattened tensor */
+  DIM_PLANE,   /* one flattened output plane: the product of int-list argument `dim` */
 } indexed_dim;
 
 typedef struct index_rule {
@@ -29,7 +30,7 @@ typedef struct index_rule {
   int data;              /* argument holding the indexed tensor */
   int index;             /* argument holding the index tensor (or list) */
   indexed_dim which;
-  int dim;               /* DIM_ARG: its argument; DIM_FIXED: the dimension */
+  int dim;               /* DIM_ARG, DIM_PLANE: its argument; DIM_FIXED: the dimension */
   bool negative_ok;      /* -size..-1 count from the end */
   int ignore;            /* argument holding a value to skip (ignore_index), or -1 */
   tpu_status_code code;  /* what the CPU raises: IndexError or RuntimeError */
@@ -53,6 +54,8 @@ static const index_rule rules[] = {
     {"nll_loss2d_forward", 0, 1, DIM_CLASSES, 0, false, 4, TPU_OUT_OF_RANGE},
     {"_embedding_bag", 0, 1, DIM_FIXED, 0, false, -1, TPU_INVALID_ARGUMENT},
     {"_embedding_bag_forward_only", 0, 1, DIM_FIXED, 0, false, -1, TPU_INVALID_ARGUMENT},
+    {"max_unpool2d", 0, 1, DIM_PLANE, 2, false, -1, TPU_INVALID_ARGUMENT},
+    {"max_unpool3d", 0, 1, DIM_PLANE, 2, false, -1, TPU_INVALID_ARGUMENT},
 };
 
 static const index_rule* rule_for(const char* name) {
@@ -137,6 +140,13 @@ tpu_status index_check(const tpu_op_call* call) {
     case DIM_NUMEL: {
       const tpu_tensor* index = tensor_arg(call, r->index);
       return index ? check_values(r, index, "the flattened input", view_numel(data), NULL) : NULL;
+    }
+    case DIM_PLANE: {
+      const tpu_tensor* index = tensor_arg(call, r->index);
+      if (!index || r->dim >= call->arg_count || call->args[r->dim].kind != TPU_ARG_INT_LIST) return NULL;
+      int64_t size = 1;
+      for (int k = 0; k < call->args[r->dim].u.ints.count; k++) size *= call->args[r->dim].u.ints.items[k];
+      return check_values(r, index, "an output plane", size, NULL);
     }
     case DIM_ARG: {
       const tpu_tensor* index = tensor_arg(call, r->index);

@@ -203,28 +203,50 @@ static tpu_status lower_max_pool(tpu_lowering* l) {
   return NULL;
 }
 
-/* max_pool{2,3}d_with_indices_backward(grad_output, self, kernel, stride,
- * padding, dilation, ceil_mode, indices) and
- * adaptive_max_pool{2,3}d_backward(grad_output, self, indices): each
- * gradient added at its index, planes (or volumes) flattened to one dim. */
-static tpu_status lower_max_pool_backward(tpu_lowering* l) {
+/* The values of argument `from` put at the indices of argument `at` (same
+ * shape) in the output's planes (or volumes), each flattened to one dim;
+ * combiner "add" sums values that meet, NULL keeps one of them. XLA drops
+ * an update whose index is out of range. */
+static tpu_status put_in_planes(tpu_lowering* l, int from, int at, const char* combiner) {
   hlo_builder* b = tpu_lower_builder(l);
-  hlo_type out = tpu_lower_output_type(l, 0), dyt = tpu_lower_arg_type(l, 0);
+  hlo_type out = tpu_lower_output_type(l, 0), in = tpu_lower_arg_type(l, from);
   tpu_dtype t = tpu_dtype_compute(out.dtype);
   int64_t plane = 1, windows = 1;
   for (int i = 1; i <= spatial_dims(l); i++) {
     plane *= out.dims[out.rank - i];
-    windows *= dyt.dims[dyt.rank - i];
+    windows *= in.dims[in.rank - i];
   }
   int64_t planes = plane ? hlo_type_numel(&out) / plane : 0, flat = planes * plane;
   int64_t shape[2] = {planes, windows};
-  hlo_value dy = hlo_reshape(b, tpu_lower_value(l, 0, t), 2, shape);
-  hlo_value index = hlo_reshape(b, tpu_lower_value(l, tpu_lower_arg_count(l) - 1, TPU_I64), 2, shape);
+  hlo_value values = hlo_reshape(b, tpu_lower_value(l, from, t), 2, shape);
+  hlo_value index = hlo_reshape(b, tpu_lower_value(l, at, TPU_I64), 2, shape);
   hlo_value base = hlo_iota(b, hlo_type_make(TPU_I64, 2, shape), 0);
   index = hlo_binary(b, "add", index, hlo_binary_constant(b, "multiply", base, plane));
-  hlo_value dx = hlo_put(b, hlo_filled(b, t, 1, &flat, 0), 0, index, dy, "add");
-  tpu_lower_set_output(l, 0, hlo_reshape(b, dx, out.rank, out.dims));
+  hlo_value placed = hlo_put(b, hlo_filled(b, t, 1, &flat, 0), 0, index, values, combiner);
+  tpu_lower_set_output(l, 0, hlo_reshape(b, placed, out.rank, out.dims));
   return NULL;
+}
+
+/* max_pool{2,3}d_with_indices_backward(grad_output, self, kernel, stride,
+ * padding, dilation, ceil_mode, indices) and
+ * adaptive_max_pool{2,3}d_backward(grad_output, self, indices): each
+ * gradient added at its index. */
+static tpu_status lower_max_pool_backward(tpu_lowering* l) {
+  return put_in_planes(l, 0, tpu_lower_arg_count(l) - 1, "add");
+}
+
+/* max_unpool2d(self, indices, output_size) and max_unpool3d(self, indices,
+ * output_size, stride, padding): each value at its index in a zero output.
+ * An index out of range is dropped (PyTorch's CPU raises, as debug mode's
+ * index check does). Its gradient is a gather. */
+static tpu_status lower_max_unpool(tpu_lowering* l) {
+  tpu_dtype t = tpu_lower_arg_type(l, 0).dtype;
+  if (!tpu_dtype_is_float(t)) {
+    tpu_lower_fail(l, TPU_UNIMPLEMENTED, "aten::%s is not implemented for %s, as on the CPU; convert to a float type",
+                   tpu_lower_op_name(l), tpu_dtype_name(t));
+    return NULL;
+  }
+  return put_in_planes(l, 0, 1, NULL);
 }
 
 /* How many elements each avg_pool window divides by, in dtype t and of the
@@ -465,6 +487,8 @@ static const tpu_op_entry entries[] = {
     {"max_pool2d_with_indices_backward", lower_max_pool_backward, false},
     {"max_pool3d_with_indices", lower_max_pool, false},
     {"max_pool3d_with_indices_backward", lower_max_pool_backward, false},
+    {"max_unpool2d", lower_max_unpool, false},
+    {"max_unpool3d", lower_max_unpool, false},
 };
 
 TPU_OP_FAMILY(tpu_ops_pool, entries);
