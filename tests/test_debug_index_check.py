@@ -27,6 +27,7 @@ OPS = {
     "index_add": lambda i, x: x.clone().index_add_(0, i, ones(i.numel(), 4, x)),
     "index_copy": lambda i, x: x.clone().index_copy_(0, i, ones(i.numel(), 4, x)),
     "index_fill": lambda i, x: x.clone().index_fill_(0, i, -1.0),
+    "index_reduce": lambda i, x: x.clone().index_reduce_(0, i, ones(i.numel(), 4, x), "amax"),
     "getitem": lambda i, x: x[i],
     "getitem_dim1": lambda i, x: x[:, i],
     "index_put": lambda i, x: x.clone().index_put_((i,), torch.tensor(-1.0, device=x.device)),

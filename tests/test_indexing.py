@@ -604,6 +604,37 @@ def test_index_add(dtype, dim):
     check(lambda x, i, s: x.index_add_(dim, i, s, alpha=2), x, i, make(tuple(shape), dtype, seed=1))
 
 
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.uint8])
+def test_index_reduce(reduce, include_self, dtype):
+    x = make((4, 3, 2), dtype)
+    i = index([3, 0, 3, 1, 3])  # repeats, and row 2 never reached
+    check(lambda x, i, s: x.index_reduce(0, i, s, reduce, include_self=include_self), x, i,
+          make((5, 3, 2), dtype, seed=1))
+    check(lambda x, i, s: x.index_reduce_(-1, i[:3] % 2, s, reduce, include_self=include_self), x, i,
+          make((4, 3, 3), dtype, seed=1))  # in place, last dim
+    check(lambda x, i, s: x.t().index_reduce(1, i % 3, s, reduce, include_self=include_self), make((3, 4), dtype), i,
+          make((4, 5), dtype, seed=1))  # a view
+
+
+def test_index_reduce_empty_0d_gradient_and_errors():
+    check(lambda x, i, s: x.index_reduce(0, i, s, "amax"), make((3, 0)), index([1]), make((1, 0)))  # empty slices
+    check(lambda x, i, s: x.index_reduce(0, i, s, "prod"), make(()), index([0]), make((), seed=1))  # 0-d
+
+    def grad(x, s):
+        x, s = x.clone().requires_grad_(), s.clone().requires_grad_()
+        y = x.index_reduce(0, torch.tensor([2, 0, 2], device=x.device), s, "mean", include_self=False)
+        return torch.autograd.grad(y, (x, s), torch.ones_like(y))
+
+    check(grad, make((3, 4)), make((3, 4), seed=1))
+    for device in ("cpu", "tpu"):
+        x = torch.zeros(3, 2, device=device)
+        with pytest.raises(RuntimeError, match="Expected reduce to be one of prod, mean, amax or amin"):
+            x.index_reduce(0, torch.tensor([0], device=device), torch.ones(1, 2, device=device), "sum")
+    assert x.index_reduce(0, torch.tensor([1], device="tpu"), torch.ones(1, 2, device="tpu"), "amax").sum().item() == 2
+
+
 def test_index_copy_and_fill():
     check(lambda x, i, s: x.index_copy(1, i, s), make((3, 4)), index([3, 0]), make((3, 2), seed=1))
     check(lambda x, i, s: x.index_copy_(0, i, s), make((3, 2), torch.int16), index([2, 0, 1]),

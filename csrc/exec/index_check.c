@@ -45,6 +45,7 @@ static const index_rule rules[] = {
     {"index_add", 0, 2, DIM_ARG, 1, false, -1, TPU_INVALID_ARGUMENT},
     {"index_copy", 0, 2, DIM_ARG, 1, false, -1, TPU_OUT_OF_RANGE},
     {"index_fill", 0, 2, DIM_ARG, 1, true, -1, TPU_OUT_OF_RANGE},
+    {"index_reduce", 0, 2, DIM_ARG, 1, false, -1, TPU_OUT_OF_RANGE},
     {"index", 0, 1, DIM_ENTRY, 0, true, -1, TPU_OUT_OF_RANGE},
     {"index_put", 0, 1, DIM_ENTRY, 0, true, -1, TPU_OUT_OF_RANGE},
     {"_index_put_impl", 0, 1, DIM_ENTRY, 0, true, -1, TPU_OUT_OF_RANGE},

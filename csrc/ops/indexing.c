@@ -1,5 +1,5 @@
 /* Indexing and shape lowerings: cat, index_select, gather, the scatter
- * family, index_add/copy/fill, take, put, masked_fill, masked_scatter,
+ * family, index_add/copy/fill/reduce, take, put, masked_fill, masked_scatter,
  * masked_select, nonzero, flip, roll, channel_shuffle, tril/triu and their indices,
  * constant_pad_nd, narrow_copy, and advanced indexing (index.Tensor,
  * index_put_). */
@@ -341,6 +341,39 @@ static hlo_value floor_divide_by_count(hlo_builder* b, hlo_value sum, hlo_value 
   return hlo_select(b, negative_rest, hlo_binary(b, "subtract", q, hlo_constant_like(b, q, 1)), q);
 }
 
+/* Element-wise (hlo_scatter_elements) or slice-wise (hlo_put) placement. */
+typedef hlo_value (*place_fn)(hlo_builder* b, hlo_value x, int dim, hlo_value index, hlo_value updates,
+                              const char* combiner);
+
+/* x with updates placed at index along dim, combined by `reduce` ("sum",
+ * "prod", "mean", "amax", "amin"; NULL replaces). Without include_self the
+ * positions reached start from the reduction's identity instead of x; mean
+ * divides by how many values met there (x's counted when included),
+ * flooring for integers. */
+static hlo_value reduce_into(tpu_lowering* l, place_fn place, hlo_value x, int dim, hlo_value index,
+                             hlo_value updates, const char* reduce, bool include_self) {
+  hlo_builder* b = tpu_lower_builder(l);
+  const char* combiner = reduce ? reduce_combiner(reduce) : NULL;
+  if (reduce && !combiner)
+    return tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: unknown reduce \"%s\"", tpu_lower_op_name(l), reduce);
+  hlo_type xt = *hlo_type_of(b, x), ut = *hlo_type_of(b, updates);
+  hlo_value start = x;
+  if (reduce && !include_self) {
+    bool prod = strcmp(reduce, "prod") == 0;
+    hlo_value identity = strcmp(reduce, "amax") == 0   ? hlo_constant_extreme(b, xt.dtype, false)
+                         : strcmp(reduce, "amin") == 0 ? hlo_constant_extreme(b, xt.dtype, true)
+                                                        : hlo_constant(b, xt.dtype, prod);
+    start = place(b, x, dim, index, hlo_broadcast_in_dim(b, identity, ut.rank, ut.dims, NULL), NULL);
+  }
+  hlo_value result = place(b, start, dim, index, updates, combiner);
+  if (!reduce || strcmp(reduce, "mean") != 0) return result;
+  hlo_value counts = place(b, hlo_constant_like(b, x, include_self), dim, index, hlo_constant_like(b, updates, 1), "add");
+  hlo_value unset = hlo_compare(b, "EQ", counts, hlo_constant_like(b, counts, 0));
+  counts = hlo_select(b, unset, hlo_constant_like(b, counts, 1), counts);
+  return tpu_dtype_is_float(xt.dtype) ? hlo_binary(b, "divide", result, counts)
+                                      : floor_divide_by_count(b, result, counts);
+}
+
 /* scatter(self, dim, index, src|value[, reduce]), scatter_add(self, dim,
  * index, src), scatter_reduce(self, dim, index, src, reduce, include_self). */
 static tpu_status lower_scatter(tpu_lowering* l) {
@@ -367,33 +400,27 @@ static tpu_status lower_scatter(tpu_lowering* l) {
     updates = tpu_lower_value_as(l, 3, &ut);
   }
   const char* reduce = strcmp(op, "scatter_add") == 0 ? "add" : tpu_lower_string(l, 4, NULL);
-  const char* combiner = reduce ? reduce_combiner(reduce) : NULL;
-  if (reduce && !combiner) {
-    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: unknown reduce \"%s\"", op, reduce);
+  bool include_self = strcmp(op, "scatter_reduce") != 0 || tpu_lower_bool(l, 5, true);
+  tpu_lower_set_output(l, 0, reduce_into(l, hlo_scatter_elements, x, dim, index, updates, reduce, include_self));
+  return NULL;
+}
+
+/* index_reduce(self, dim, index, source, reduce, include_self): source's
+ * slices along dim reduced into self's slices at index. */
+static tpu_status lower_index_reduce(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_value x = at_least_1d(b, tpu_lower_tensor(l, 0));
+  hlo_type xt = *hlo_type_of(b, x);
+  int dim = wrap_dim(tpu_lower_int(l, 1, 0), xt.rank);
+  hlo_type it = tpu_lower_arg_type(l, 2), ut = xt;
+  ut.dims[dim] = hlo_type_numel(&it);
+  if (hlo_type_numel(&ut) == 0) {
+    tpu_lower_set_output(l, 0, x);
     return NULL;
   }
-  bool include_self = strcmp(op, "scatter_reduce") != 0 || tpu_lower_bool(l, 5, true);
-  bool mean = reduce && strcmp(reduce, "mean") == 0;
-  /* Without self, scattered positions start from the reduction's identity. */
-  hlo_value start = x;
-  if (!include_self) {
-    bool prod = strcmp(reduce, "prod") == 0;
-    hlo_value identity = strcmp(reduce, "amax") == 0   ? hlo_constant_extreme(b, xt.dtype, false)
-                         : strcmp(reduce, "amin") == 0 ? hlo_constant_extreme(b, xt.dtype, true)
-                                                        : hlo_constant(b, xt.dtype, prod);
-    identity = hlo_broadcast_in_dim(b, identity, ut.rank, ut.dims, NULL);
-    start = hlo_scatter_elements(b, x, dim, index, identity, NULL);
-  }
-  hlo_value result = hlo_scatter_elements(b, start, dim, index, updates, combiner);
-  if (mean) {
-    hlo_value counts = hlo_scatter_elements(b, hlo_constant_like(b, x, include_self), dim, index,
-                                            hlo_constant_like(b, updates, 1), "add");
-    hlo_value unset = hlo_compare(b, "EQ", counts, hlo_constant_like(b, counts, 0));
-    counts = hlo_select(b, unset, hlo_constant_like(b, counts, 1), counts);
-    result = tpu_dtype_is_float(xt.dtype) ? hlo_binary(b, "divide", result, counts)
-                                          : floor_divide_by_count(b, result, counts);
-  }
-  tpu_lower_set_output(l, 0, result);
+  hlo_value updates = hlo_reshape(b, hlo_convert(b, tpu_lower_tensor(l, 3), xt.dtype), ut.rank, ut.dims);
+  tpu_lower_set_output(l, 0, reduce_into(l, hlo_put, x, dim, flat_index(l, 2, xt.dims[dim]), updates,
+                                         tpu_lower_string(l, 4, NULL), tpu_lower_bool(l, 5, true)));
   return NULL;
 }
 
@@ -741,6 +768,7 @@ static const tpu_op_entry entries[] = {
     {"index_add", lower_index_update, false},
     {"index_copy", lower_index_update, false},
     {"index_fill", lower_index_update, false},
+    {"index_reduce", lower_index_reduce, false},
     {"index_select", lower_index_select, false},
     {"masked_fill", lower_masked_fill, false},
     {"masked_scatter", lower_masked_scatter, false},
