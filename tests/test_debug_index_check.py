@@ -115,3 +115,15 @@ def test_strict_and_fused_modes_do_not_read_indices_back(mode):
     with torch_tpu.eager_mode(mode):
         got = DATA.to("tpu").index_select(0, torch.tensor([3], device="tpu")).cpu()
     torch.testing.assert_close(got, DATA[2:3])
+
+
+def test_multi_margin_loss_targets_are_checked():
+    """A loss computes (sums), so it is not among OPS, whose results must
+    match exactly."""
+    for target, bad in (([3, 0, 1], 3), ([0, -1, 2], -1)):
+        with pytest.raises(RuntimeError):
+            F.multi_margin_loss(DATA[:, :3], torch.tensor(target))
+        with pytest.raises(RuntimeError, match=f"target {bad} is out of bounds for the classes"):
+            F.multi_margin_loss(DATA[:, :3].to("tpu"), torch.tensor(target, device="tpu"))
+    torch.testing.assert_close(F.multi_margin_loss(DATA[:, :3].to("tpu"), torch.tensor([2, 0, 1], device="tpu")).cpu(),
+                               F.multi_margin_loss(DATA[:, :3], torch.tensor([2, 0, 1])))

@@ -340,3 +340,41 @@ def test_bce_with_logits_dtypes_and_module(dtype):
     x, y = randn((2, 4, 3), dtype), probs((2, 4, 3), dtype, 1)
     check_grad(lambda x, y, pw: nn.BCEWithLogitsLoss(pos_weight=pw)(x, y), [x, y], [pw])
     check_grad(lambda x, y: nn.BCELoss(reduction="sum")(torch.sigmoid(x), y), [x], [y])
+
+
+# ---- multi_margin_loss ----
+
+# (input shape, target shape): batched, unbatched with a 0-d or 1-element target.
+MARGIN_SHAPES = [((6, 5), (6,)), ((5,), ()), ((5,), (1,))]
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("shapes", MARGIN_SHAPES, ids=str)
+def test_multi_margin_loss(shapes, p, reduction):
+    (shape, target_shape), classes = shapes, shapes[0][-1]
+    x = randn(shape) * 0.5  # margins of 1 hit some classes and miss others
+    t = targets(target_shape, classes)
+    weight = torch.rand(classes, generator=gen(3)) + 0.5
+    check_grad(lambda x, t: F.multi_margin_loss(x, t, p=p, reduction=reduction), [x], [t])
+    check_grad(lambda x, t, w: F.multi_margin_loss(x, t, p=p, margin=0.6, weight=w, reduction=reduction), [x],
+               [t, weight])
+
+
+def test_multi_margin_loss_dtypes_views_empty_module_and_errors():
+    x, t = randn((4, 6), torch.float64) * 0.5, targets((4,), 6)
+    check_grad(lambda x, t: F.multi_margin_loss(x, t, p=2), [x], [t])
+    check_grad(lambda x, t: F.multi_margin_loss(x.t(), t), [randn((6, 4)) * 0.5], [t])  # non-contiguous
+    # An empty batch: PyTorch's CPU kernel returns uninitialized memory for
+    # 'sum' and 'mean' (torch 2.13), so the sums are checked as sums.
+    empty, no_targets = torch.zeros(0, 3, device="tpu"), torch.zeros(0, dtype=torch.long, device="tpu")
+    assert F.multi_margin_loss(empty, no_targets, reduction="sum").item() == 0
+    assert F.multi_margin_loss(empty, no_targets, reduction="none").shape == (0,)
+    check_grad(nn.MultiMarginLoss(margin=0.5), [randn((4, 6))], [t])
+    for device in ("cpu", "tpu"):
+        x = torch.zeros(4, 6, device=device)
+        with pytest.raises(ValueError, match="only p == 1 and p == 2 supported"):
+            F.multi_margin_loss(x, t.to(device), p=3)
+        with pytest.raises(RuntimeError, match="(inconsistent target|target tensor should be 1-D with) size"):
+            F.multi_margin_loss(x, t[:3].to(device))
+    assert F.multi_margin_loss(x, t.to("tpu")).item() == pytest.approx(5 / 6)  # 5 classes a margin away, over 6

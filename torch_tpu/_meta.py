@@ -1,12 +1,15 @@
-"""Output shapes for the recurrent cells' aten ops, which the tpu lowers
-(csrc/ops/rnn_cell.c) and nn.LSTM and nn.GRU call on every accelerator
-device: the fallback runs an op's meta kernel to size its outputs before
-lowering it. PyTorch has none for the GRU cell, and its LSTM cell's fails
-on a layer without biases (it reads the absent biases' device). Each is
+"""Output shapes for aten ops the tpu lowers whose meta kernel PyTorch
+lacks or gets wrong: the fallback runs an op's meta kernel to size its
+outputs before lowering it. The recurrent cells' ops (csrc/ops/rnn_cell.c),
+which nn.LSTM and nn.GRU call on every accelerator device: PyTorch has none
+for the GRU cell, and its LSTM cell's fails on a layer without biases (it
+reads the absent biases' device). multi_margin_loss_backward
+(csrc/ops/loss.c), which has none. Each is
 kept from dynamo: under torch.compile an RNN layer runs eagerly (dynamo
 breaks the graph there), and dynamo would otherwise trace the kernel,
 called from C++, as a graph of its own on meta tensors."""
 import torch
+from torch._decomp.decompositions import multi_margin_loss as _decomposed_multi_margin_loss
 
 _aten_meta = torch.library.Library("aten", "IMPL", "Meta")
 
@@ -46,6 +49,22 @@ def _gru_cell_backward(grad_hy, workspace, has_bias):
     return gates[0], gates[1], torch.empty_like(grad_hy), biases[0], biases[1]
 
 
+@torch.compiler.disable
+def _multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
+    # PyTorch's meta is its decomposition, whose 'none' gives one loss per
+    # sample of atleast_2d(self); its kernels give a 0-d target a 0-d loss.
+    loss = _decomposed_multi_margin_loss(self, target, p, margin, weight, reduction)
+    return loss.reshape(()) if reduction == 0 and target.ndim == 0 else loss
+
+
+@torch.compiler.disable
+def _multi_margin_loss_backward(grad_output, self, target, p, margin, weight=None, reduction=1):
+    torch._check(p in (1, 2), lambda: "multi_margin_loss_backward: only p == 1 and p == 2 supported")
+    return torch.empty_like(self)
+
+
 _aten_meta.impl("_thnn_fused_lstm_cell", _lstm_cell)
 _aten_meta.impl("_thnn_fused_gru_cell", _gru_cell)
 _aten_meta.impl("_thnn_fused_gru_cell_backward", _gru_cell_backward)
+_aten_meta.impl("multi_margin_loss", _multi_margin_loss)
+_aten_meta.impl("multi_margin_loss_backward", _multi_margin_loss_backward)

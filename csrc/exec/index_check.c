@@ -51,6 +51,7 @@ static const index_rule rules[] = {
     {"_index_put_impl", 0, 1, DIM_ENTRY, 0, true, -1, TPU_OUT_OF_RANGE},
     {"take", 0, 1, DIM_NUMEL, 0, true, -1, TPU_OUT_OF_RANGE},
     {"put", 0, 1, DIM_NUMEL, 0, true, -1, TPU_OUT_OF_RANGE},
+    {"multi_margin_loss", 0, 1, DIM_CLASSES, 0, false, -1, TPU_INVALID_ARGUMENT},
     {"nll_loss_forward", 0, 1, DIM_CLASSES, 0, false, 4, TPU_OUT_OF_RANGE},
     {"nll_loss2d_forward", 0, 1, DIM_CLASSES, 0, false, 4, TPU_OUT_OF_RANGE},
     {"_embedding_bag", 0, 1, DIM_FIXED, 0, false, -1, TPU_INVALID_ARGUMENT},

@@ -1,5 +1,5 @@
 /* Loss lowerings and their backwards: nll_loss and nll_loss2d (what
- * cross_entropy becomes after log_softmax), mse_loss, smooth_l1_loss,
+ * cross_entropy becomes after log_softmax), multi_margin_loss, mse_loss, smooth_l1_loss,
  * huber_loss, binary_cross_entropy and the forward of
  * binary_cross_entropy_with_logits (its backward is a composite, as are
  * l1_loss and cross_entropy itself).
@@ -303,6 +303,88 @@ static tpu_status lower_nll_backward(tpu_lowering* l) {
   return NULL;
 }
 
+/* ---- multi_margin_loss ---- */
+
+/* A multi_margin_loss call seen as [N, C] samples by classes. Arguments,
+ * from `self`: self ([N, C] or [C]), target, p (1 or 2, compiled in),
+ * margin, weight, reduction. A target outside [0, C) counts nothing. */
+typedef struct margins {
+  hlo_type in;      /* [N, C] in the compute dtype */
+  hlo_value other;  /* bool [N, C]: not the sample's target class */
+  hlo_value z;      /* [N, C]: margin - x[target] + x[j] */
+  hlo_value weight; /* [N]: weight[target] (or 1) / C, 0 for a target out of range */
+  double p;
+} margins;
+
+static margins margins_of(tpu_lowering* l, int self) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type given = tpu_lower_arg_type(l, self);
+  int64_t classes = given.rank == 0 ? 1 : given.dims[given.rank - 1];
+  int64_t n = classes ? hlo_type_numel(&given) / classes : 0;
+  margins m = {hlo_type_make(tpu_dtype_compute(given.dtype), 2, (int64_t[]){n, classes}), HLO_INVALID, HLO_INVALID,
+               HLO_INVALID, tpu_lower_scalar_constant(l, self + 2)};
+  hlo_value x = hlo_reshape(b, tpu_lower_value(l, self, m.in.dtype), 2, m.in.dims);
+  hlo_value target = hlo_reshape(b, hlo_convert(b, tpu_lower_tensor(l, self + 1), TPU_I64), 1, &n);
+  hlo_value valid = hlo_binary(b, "and", hlo_compare(b, "GE", target, hlo_constant_like(b, target, 0)),
+                               hlo_compare(b, "LT", target, hlo_constant_like(b, target, (double)classes)));
+  target = hlo_select(b, valid, target, hlo_constant_like(b, target, 0));
+  hlo_value target_x = n ? hlo_gather_elements(b, x, 1, hlo_reshape(b, target, 2, (int64_t[]){n, 1}))
+                        : hlo_filled(b, m.in.dtype, 2, (int64_t[]){0, 1}, 0); /* XLA rejects gathering from none */
+  hlo_value margin = hlo_broadcast_in_dim(b, tpu_lower_value(l, self + 3, m.in.dtype), 2, m.in.dims, NULL);
+  m.z = hlo_binary(b, "add", hlo_binary(b, "subtract", margin, hlo_broadcast_to(b, target_x, 2, m.in.dims)), x);
+  hlo_value class_ids = hlo_iota(b, hlo_type_make(TPU_I64, 2, m.in.dims), 1);
+  m.other = hlo_compare(b, "NE", class_ids, hlo_broadcast_in_dim(b, target, 2, m.in.dims, (int64_t[]){0}));
+  hlo_value weight = hlo_filled(b, m.in.dtype, 1, &n, 1);
+  if (!tpu_lower_is_none(l, self + 4)) weight = hlo_take(b, tpu_lower_value(l, self + 4, m.in.dtype), 0, target);
+  weight = hlo_binary(b, "divide", weight, hlo_constant_like(b, weight, (double)classes));
+  m.weight = hlo_select(b, valid, weight, hlo_constant_like(b, weight, 0));
+  return m;
+}
+
+/* multi_margin_loss(self, target, p, margin, weight, reduction): per
+ * sample, the sum over the other classes of max(0, z)^p times
+ * weight[target] / C, as ATen's kernels. */
+static tpu_status lower_multi_margin(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  margins m = margins_of(l, 0);
+  hlo_value zero = hlo_constant_like(b, m.z, 0);
+  hlo_value counted = hlo_binary(b, "and", m.other, hlo_compare(b, "GT", m.z, zero));
+  hlo_value h = hlo_select(b, counted, m.p == 1 ? m.z : hlo_binary(b, "multiply", m.z, m.z), zero);
+  hlo_value loss = hlo_binary(b, "multiply", hlo_reduce(b, h, hlo_constant(b, m.in.dtype, 0), "add", (int64_t[]){1}, 1),
+                              m.weight);
+  int64_t reduction = tpu_lower_int(l, 5, REDUCTION_MEAN);
+  if (reduction != REDUCTION_NONE) loss = sum_all(b, loss);
+  if (reduction == REDUCTION_MEAN) loss = hlo_binary(b, "divide", loss, hlo_constant(b, m.in.dtype, (double)m.in.dims[0]));
+  hlo_type out = tpu_lower_output_type(l, 0);
+  tpu_lower_set_output(l, 0, hlo_reshape(b, loss, out.rank, out.dims));
+  return NULL;
+}
+
+/* multi_margin_loss_backward(grad, self, target, p, margin, weight,
+ * reduction): each counted class gets the sample's scaled gradient times
+ * dz^p/dz, and the target class minus their sum. */
+static tpu_status lower_multi_margin_backward(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  margins m = margins_of(l, 1);
+  int64_t n = m.in.dims[0];
+  hlo_value g = tpu_lower_value(l, 0, m.in.dtype);
+  int64_t reduction = tpu_lower_int(l, 6, REDUCTION_MEAN);
+  if (reduction == REDUCTION_MEAN) g = hlo_binary(b, "divide", g, hlo_constant_like(b, g, (double)n));
+  /* One gradient per sample ('none') or one for all. */
+  g = reduction == REDUCTION_NONE ? hlo_reshape(b, g, 1, &n) : hlo_broadcast_in_dim(b, g, 1, &n, NULL);
+  g = hlo_binary(b, "multiply", g, m.weight);
+  hlo_value zero = hlo_constant_like(b, m.z, 0);
+  hlo_value counted = hlo_binary(b, "and", m.other, hlo_compare(b, "GT", m.z, zero));
+  hlo_value slope = m.p == 1 ? hlo_constant_like(b, m.z, 1) : hlo_binary(b, "multiply", hlo_constant_like(b, m.z, 2), m.z);
+  hlo_value d = hlo_select(b, counted, hlo_binary(b, "multiply", slope, hlo_broadcast_in_dim(b, g, 2, m.in.dims, (int64_t[]){0})),
+                           zero);
+  hlo_value total = hlo_reduce(b, d, hlo_constant(b, m.in.dtype, 0), "add", (int64_t[]){1}, 1);
+  hlo_value own = hlo_select(b, m.other, zero, hlo_broadcast_in_dim(b, total, 2, m.in.dims, (int64_t[]){0}));
+  hlo_type out = tpu_lower_output_type(l, 0);
+  tpu_lower_set_output(l, 0, hlo_reshape(b, hlo_binary(b, "subtract", d, own), out.rank, out.dims));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
     {"binary_cross_entropy", lower_pointwise, false},
     {"binary_cross_entropy_backward", lower_pointwise, false},
@@ -311,6 +393,8 @@ static const tpu_op_entry entries[] = {
     {"huber_loss_backward", lower_pointwise, false},
     {"mse_loss", lower_pointwise, false},
     {"mse_loss_backward", lower_pointwise, false},
+    {"multi_margin_loss", lower_multi_margin, true},
+    {"multi_margin_loss_backward", lower_multi_margin_backward, true},
     {"nll_loss2d_backward", lower_nll_backward, false},
     {"nll_loss2d_forward", lower_nll_forward, false},
     {"nll_loss_backward", lower_nll_backward, false},
