@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 from parity import check  # noqa: E402
@@ -272,6 +273,33 @@ def test_cdist(p):
 
     check(run, x1, x2)
     check(lambda a, c: torch.cdist(a[0], c[0].t().contiguous().t(), p=p), x1.float(), x2.float(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 0.0, float("inf"), 3.0, 0.5])
+def test_pdist(p):
+    x = make((6, 4), torch.float64)
+    x[4] = x[1]  # a zero distance: its gradient is 0
+
+    def run(x):
+        x = x.detach().requires_grad_()
+        d = F.pdist(x, p)
+        d.backward(torch.ones_like(d) if p == 0 else make(d.shape, torch.float64, 3).to(d.device))
+        return d, x.grad
+
+    check(run, x)
+    check(lambda x: F.pdist(x.t(), p), make((3, 5), torch.float32), rtol=1e-5, atol=1e-5)  # non-contiguous
+
+
+def test_pdist_few_rows_and_errors():
+    check(lambda x: F.pdist(x), make((1, 3), torch.float64))  # no pairs
+    check(lambda x: F.pdist(x), make((0, 3), torch.float64))
+    check(lambda x: F.pdist(x, 1.0), make((2, 1), torch.float32))
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="pdist only supports 2D tensors, got: 3D"):
+            F.pdist(torch.ones(2, 3, 4, device=device))
+        with pytest.raises(RuntimeError, match="pdist only supports non-negative p values"):
+            F.pdist(torch.ones(2, 3, device=device), -1.0)
+    assert F.pdist(torch.ones(3, 2, device="tpu")).tolist() == [0.0, 0.0, 0.0]
 
 
 # ---- cross product ----
