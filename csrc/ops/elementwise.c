@@ -24,8 +24,8 @@ static hlo_type read_operands(tpu_lowering* l, const int* indices, int count, tp
 }
 
 static hlo_value filled_like(hlo_builder* b, hlo_value x, tpu_dtype dtype, double value) {
-  hlo_type t = *hlo_type_of(b, x); /* copied: adding ops may move the type table */
-  return hlo_filled(b, dtype, t.rank, t.dims, value);
+  const hlo_type* t = hlo_type_of(b, x);
+  return hlo_filled(b, dtype, t->rank, t->dims, value);
 }
 
 static hlo_value compare_c(hlo_builder* b, const char* direction, hlo_value x, double c) {
@@ -187,8 +187,8 @@ static hlo_value abs_fn(hlo_builder* b, hlo_value x) {
 /* gcd by Euclid's algorithm on |x| and |y|, as PyTorch's kernel runs it:
  * (a, b) <- (b mod a, a) while a != 0. HLO has no loop here, so the step is
  * unrolled once per Fibonacci number below the dtype's bound (93 for int64,
- * 24 for int16): consecutive Fibonacci numbers take the most steps, one or
- * two fewer than that. Elements already done keep their values. */
+ * 24 for int16): consecutive Fibonacci numbers take the most steps, two
+ * fewer than that. Elements already done keep their values. */
 static hlo_value gcd_fn(hlo_builder* b, hlo_value x, hlo_value y) {
   tpu_dtype t = hlo_type_of(b, x)->dtype;
   double largest = ldexp(1, 8 * (int)tpu_dtype_size(t) - (tpu_dtype_is_signed_int(t) ? 1 : 0));
