@@ -37,6 +37,11 @@ hlo_value hlo_vector_norm(hlo_builder* b, hlo_value x, double p, const int64_t* 
   return hlo_binary(b, "power", sum, hlo_constant_like(b, sum, 1 / p));
 }
 
+hlo_value hlo_true_ranks(hlo_builder* b, hlo_value flat_mask) {
+  hlo_value count = hlo_cumulative(b, hlo_convert(b, flat_mask, TPU_I64), hlo_constant(b, TPU_I64, 0), "add", 0);
+  return hlo_binary(b, "subtract", count, hlo_constant_like(b, count, 1));
+}
+
 /* A log-depth scan (Hillis and Steele): step k combines each element with
  * the one 2^k places before it (the identity where there is none), so n
  * elements take ceil(log2 n) steps of n combines. A reduce_window with a

@@ -35,6 +35,10 @@ hlo_value hlo_scan(hlo_builder* b, hlo_value x, hlo_value init, hlo_combine_fn c
  * init as for hlo_reduce_extreme. */
 hlo_value hlo_cumulative_extreme(hlo_builder* b, hlo_value x, hlo_value init, bool is_max, int dim);
 
+/* For each entry of a 1-D bool mask, its rank among the true entries (i64):
+ * where the k-th true position takes the k-th packed value from. */
+hlo_value hlo_true_ranks(hlo_builder* b, hlo_value flat_mask);
+
 #ifdef __cplusplus
 }
 #endif

@@ -103,9 +103,7 @@ static hlo_value pair_slots(hlo_builder* b, int64_t n, int64_t count) {
   hlo_value k = hlo_iota(b, hlo_type_make(TPU_I64, 1, &grid), 0);
   hlo_value row = hlo_binary(b, "divide", k, hlo_constant_like(b, k, (double)n));
   hlo_value kept = hlo_compare(b, "GT", hlo_binary(b, "remainder", k, hlo_constant_like(b, k, (double)n)), row);
-  hlo_value rank = hlo_cumulative(b, hlo_convert(b, kept, TPU_I64), hlo_constant(b, TPU_I64, 0), "add", 0);
-  return hlo_select(b, kept, hlo_binary(b, "subtract", rank, hlo_constant_like(b, rank, 1)),
-                    hlo_constant_like(b, k, (double)count));
+  return hlo_select(b, kept, hlo_true_ranks(b, kept), hlo_constant_like(b, k, (double)count));
 }
 
 /* A [count] vector of pair values spread to the symmetric [N, N] grid, 0

@@ -132,14 +132,6 @@ static tpu_status lower_index_update(tpu_lowering* l) {
   return NULL;
 }
 
-/* For each entry of a flat mask, its rank among the true entries: where
- * the k-th true position takes the k-th packed value from. */
-static hlo_value mask_slots(hlo_builder* b, hlo_value flat_mask) {
-  hlo_value ones = hlo_convert(b, flat_mask, TPU_I64);
-  hlo_value count = hlo_cumulative(b, ones, hlo_constant(b, TPU_I64, 0), "add", 0);
-  return hlo_binary(b, "subtract", count, hlo_constant_like(b, count, 1));
-}
-
 /* The flat positions of a flat mask's first `count` true entries, in
  * order: a stable sort by "not selected" brings them to the front. */
 static hlo_value true_positions(hlo_builder* b, hlo_value flat_mask, int64_t count) {
@@ -301,7 +293,7 @@ static tpu_status lower_masked_scatter(tpu_lowering* l) {
   hlo_value mask = hlo_convert(b, tpu_lower_tensor(l, 1), TPU_BOOL);
   mask = hlo_broadcast_to(b, mask, xt.rank, xt.dims);
   hlo_value source = hlo_reshape(b, hlo_convert(b, tpu_lower_tensor(l, 2), xt.dtype), 1, &ns);
-  hlo_value taken = hlo_take(b, source, 0, mask_slots(b, hlo_reshape(b, mask, 1, &n)));
+  hlo_value taken = hlo_take(b, source, 0, hlo_true_ranks(b, hlo_reshape(b, mask, 1, &n)));
   tpu_lower_set_output(l, 0, hlo_select(b, mask, hlo_reshape(b, taken, xt.rank, xt.dims), x));
   return NULL;
 }
@@ -583,7 +575,7 @@ static tpu_status lower_triangle_indices(tpu_lowering* l) {
   hlo_value keep = hlo_compare(b, lower ? "LE" : "GE", above, offset);
   /* Dropped positions go to slot `count`, past the end, which scatter skips. */
   hlo_value past_end = hlo_constant_like(b, k, (double)out.dims[1]);
-  hlo_value slots = hlo_select(b, keep, mask_slots(b, keep), past_end);
+  hlo_value slots = hlo_select(b, keep, hlo_true_ranks(b, keep), past_end);
   int64_t pair[2] = {1, n};
   hlo_value parts[2] = {hlo_reshape(b, r, 2, pair), hlo_reshape(b, c, 2, pair)};
   hlo_value zeros = hlo_filled(b, TPU_I64, 2, out.dims, 0);
@@ -721,7 +713,7 @@ static bool masked_put(tpu_lowering* l, hlo_value x, bool accumulate) {
   }
   hlo_value values = tpu_lower_value_as(l, 2, &packed);
   hlo_value mask = hlo_convert(b, items[at], TPU_BOOL);
-  values = hlo_take(b, values, at, mask_slots(b, hlo_reshape(b, mask, 1, &mn)));
+  values = hlo_take(b, values, at, hlo_true_ranks(b, hlo_reshape(b, mask, 1, &mn)));
   values = hlo_reshape(b, values, xt.rank, xt.dims);
   int64_t bdims[TPU_MAX_RANK];
   for (int k = 0; k < mt.rank; k++) bdims[k] = at + k;
