@@ -2,8 +2,8 @@
 and backward: causal, boolean and float masks, scale, grouped-query heads,
 fully masked rows, dtypes, seeded dropout (checked against the mask the
 same seed draws), native_dropout_backward; nn.MultiheadAttention training,
-and the inference fast paths of nn.MultiheadAttention and
-nn.TransformerEncoderLayer."""
+and the inference fast paths of nn.MultiheadAttention,
+nn.TransformerEncoderLayer and nn.TransformerEncoder (nested tensors)."""
 import contextlib
 import copy
 import os
@@ -318,6 +318,69 @@ def test_transformer_encoder_inference_with_padding():
     with torch.no_grad():
         assert_close(dev(x.to("tpu"), src_key_padding_mask=padding.to("tpu")),
                      cpu(x, src_key_padding_mask=padding), 1e-5, 1e-5)
+
+
+PADDINGS = {  # True: padded; rows keep 4, 6 and 1 of 6 positions
+    "suffixes": [[False] * 4 + [True] * 2, [False] * 6, [False] + [True] * 5],
+    # No row keeps the last position: padded back to the input's length.
+    "every row padded at the end": [[False] * 4 + [True] * 2, [False] * 5 + [True], [False] + [True] * 5],
+    # Not a suffix: PyTorch leaves the nested path for the padded one.
+    "a gap": [[False] * 4 + [True] * 2, [False, True] + [False] * 4, [False] + [True] * 5],
+}
+
+
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("activation,final_norm", [("relu", False), ("gelu", True)])
+def test_transformer_encoder_inference_nested_fast_path(padding, activation, final_norm):
+    """With nested tensors on (the default; PyTorch takes them for
+    batch-first layers that normalize after each sublayer) the unpadded
+    rows are packed into a nested tensor on the input's device: padded
+    positions come out zero (or the final norm of zero), as on CPU."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, activation=activation)
+    cpu = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8) if final_norm else None).eval()
+    dev = copy.deepcopy(cpu).to("tpu")
+    x, mask = make((3, 6, 8)), torch.tensor(PADDINGS[padding])
+    with torch.no_grad():
+        expected = cpu(x, src_key_padding_mask=mask)
+        actual = dev(x.to("tpu"), src_key_padding_mask=mask.to("tpu"))
+    assert_close(actual, expected, 1e-5, 1e-5)
+    if padding != "a gap" and not final_norm:
+        assert not actual.cpu()[mask].any()
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.bfloat16, 3e-2)])
+def test_transformer_encoder_inference_nested_fast_path_dtypes(dtype, tol):
+    torch.manual_seed(0)
+    cpu = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 1).eval().to(dtype)
+    dev = copy.deepcopy(cpu).to("tpu")
+    x, mask = make((3, 6, 8), dtype), torch.tensor(PADDINGS["suffixes"])
+    with torch.no_grad():
+        assert_close(dev(x.to("tpu"), src_key_padding_mask=mask.to("tpu")),
+                     cpu(x, src_key_padding_mask=mask), tol, tol)
+
+
+def test_nested_tensor_from_mask_ops():
+    """The mask check, packing and padding back, each against CPU; masks
+    that are not prefixes, or do not match the input, raise naming the op."""
+    x = make((3, 6, 8))
+    for rows in PADDINGS.values():
+        keep = torch.tensor(rows).logical_not()
+        assert (torch._nested_tensor_from_mask_left_aligned(x.to("tpu"), keep.to("tpu"))
+                == torch._nested_tensor_from_mask_left_aligned(x, keep))
+        expected = torch._nested_tensor_from_mask(x, keep, mask_check=False)
+        actual = torch._nested_tensor_from_mask(x.to("tpu"), keep.to("tpu"), mask_check=False)
+        assert actual.is_nested and actual.device.type == "tpu"
+        assert torch.equal(torch.ops.aten._nested_tensor_size(actual), torch.ops.aten._nested_tensor_size(expected))
+        assert_close(actual.to_padded_tensor(0.0, (3, 7, 8)), expected.to_padded_tensor(0.0, (3, 7, 8)))
+    gap = torch.tensor(PADDINGS["a gap"]).logical_not()
+    with pytest.raises(RuntimeError, match="_nested_tensor_from_mask: each row of the mask must keep a prefix"):
+        torch._nested_tensor_from_mask(x.to("tpu"), gap.to("tpu"))
+    with pytest.raises(RuntimeError, match=r"_nested_tensor_from_mask: expected the mask \[N, L\] = \[3, 6\]"):
+        torch._nested_tensor_from_mask(x.to("tpu"), gap[:, :5].to("tpu"))
+    with pytest.raises(RuntimeError, match="_nested_tensor_from_mask_left_aligned: expected a bool mask"):
+        torch._nested_tensor_from_mask_left_aligned(x.to("tpu"), gap.float().to("tpu"))
+    torch.ones(2, device="tpu").cpu()  # the device still works
 
 
 def test_fused_attention_forms_with_an_empty_batch():

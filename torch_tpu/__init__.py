@@ -24,6 +24,7 @@ _C._init(_plugin_path, int(os.environ.get("TORCH_TPU_CPU_DEVICES", "0")), _plugi
          _plugin.keep_freed_memory(_plugin_path))
 
 from . import _meta  # noqa: E402,F401 (meta kernels PyTorch lacks)
+from . import _nested  # noqa: E402,F401 (nn.TransformerEncoder's nested fast path)
 from . import cache  # noqa: E402
 from . import device as _device_module  # noqa: E402
 from . import metrics  # noqa: E402,F401
