@@ -78,6 +78,14 @@ MODELS = {
         conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
         num_labels=3, mask_time_prob=0.0)),  # SpecAugment draws its masks from numpy: off
         lambda: dict(input_values=torch.randn(2, 400), labels=torch.tensor([0, 2]))),
+    # CTC over the frames (flattened targets, lengths from the label mask):
+    # a repeated label, and targets padded with -100.
+    "wav2vec2_ctc": (lambda: T.Wav2Vec2ForCTC(T.Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, conv_dim=(16, 16),
+        conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+        vocab_size=12, pad_token_id=0, ctc_loss_reduction="mean", mask_time_prob=0.0)),
+        lambda: dict(input_values=torch.randn(2, 400),
+                     labels=torch.tensor([[3, 4, 5, 6, 7, -100], [5, 5, 8, 9, -100, -100]]))),
     "vit": (lambda: T.ViTForImageClassification(T.ViTConfig(
         **{k: v for k, v in COMMON.items() if k not in ("vocab_size", "max_position_embeddings")},
         image_size=32, patch_size=8, num_labels=5)), images),

@@ -378,3 +378,88 @@ def test_multi_margin_loss_dtypes_views_empty_module_and_errors():
         with pytest.raises(RuntimeError, match="(inconsistent target|target tensor should be 1-D with) size"):
             F.multi_margin_loss(x, t[:3].to(device))
     assert F.multi_margin_loss(x, t.to("tpu")).item() == pytest.approx(5 / 6)  # 5 classes a margin away, over 6
+
+
+# ---- ctc_loss ----
+
+# T = 12 steps, N = 5 samples, C = 6 classes (blank 0): repeated labels
+# (which need a blank between them), an empty target, inputs shorter than
+# T, and a sample whose target cannot fit its 3 steps (inf loss; NaN
+# gradients on CPU and tpu alike, or zeros with zero_infinity).
+CTC_TARGETS = torch.tensor([[1, 1, 2, 3, 3], [4, 5, 4, 0, 0], [0, 0, 0, 0, 0], [2, 2, 2, 2, 0], [5, 1, 5, 0, 0]])
+CTC_INPUT_LENGTHS = [12, 10, 7, 12, 3]
+CTC_TARGET_LENGTHS = [5, 3, 0, 4, 3]
+
+
+def ctc_args(lengths_as, layout, rows=slice(None)):
+    """Targets padded [N, S] or concatenated, and the lengths as lists or
+    integer tensors (moved to the device with the other tensors)."""
+    tl = CTC_TARGET_LENGTHS[rows]
+    t = CTC_TARGETS[rows]
+    t = t if layout == "padded" else torch.cat([row[:n] for row, n in zip(t, tl)])
+    il = CTC_INPUT_LENGTHS[rows]
+    if lengths_as == "tensor":
+        return t, torch.tensor(il), torch.tensor(tl, dtype=torch.int32)
+    return t, il, tl
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("layout", ["padded", "concatenated"])
+@pytest.mark.parametrize("lengths_as", ["list", "tensor"])
+def test_ctc_loss(lengths_as, layout, reduction):
+    possible = slice(0, 4)
+    check_grad(lambda x, *a: F.ctc_loss(x.log_softmax(2), *a, reduction=reduction),
+               [randn((12, 4, 6))], ctc_args(lengths_as, layout, possible))
+    check_grad(lambda x, *a: F.ctc_loss(x.log_softmax(2), *a, reduction=reduction, zero_infinity=True),
+               [randn((12, 5, 6))], ctc_args(lengths_as, layout))
+    check_grad(lambda x, *a: F.ctc_loss(x.log_softmax(2), *a, reduction=reduction),  # inf, NaN grads
+               [randn((12, 5, 6))], ctc_args(lengths_as, layout))
+
+
+def test_ctc_loss_forms_dtypes_and_blank():
+    t, il, tl = ctc_args("list", "padded", slice(0, 4))
+    # float64; log_probs transposed from [N, T, C]; blank the last class
+    check_grad(lambda x, *a: F.ctc_loss(x.log_softmax(2), *a), [randn((12, 4, 6), torch.float64)], (t, il, tl))
+    check_grad(lambda x, *a: F.ctc_loss(x.transpose(0, 1).log_softmax(2), *a), [randn((4, 12, 6))], (t, il, tl))
+    check_grad(lambda x, *a: F.ctc_loss(x.log_softmax(2), *a, blank=5), [randn((12, 4, 6))],
+               (torch.where(t == 5, 0, t), il, tl))
+    # unbatched: log_probs [T, C] and one target; an input with no steps
+    check_grad(lambda x, t: F.ctc_loss(x.log_softmax(1), t, [10], [4], reduction="sum"), [randn((12, 6))],
+               [CTC_TARGETS[0, :4]])
+    check_grad(lambda x, *a: F.ctc_loss(x.log_softmax(2), *a, reduction="none"), [randn((6, 2, 6))],
+               (CTC_TARGETS[1:3], [0, 0], [3, 0]))
+    check_grad(nn.CTCLoss(blank=0, zero_infinity=True), [randn((12, 5, 6)).log_softmax(2)],
+               ctc_args("tensor", "concatenated"))
+
+
+def test_ctc_loss_tensor_lengths_reuse_the_program():
+    """Lengths given as tensors (on the device or the host) are runtime
+    values: other lengths of the same shapes run the same programs (strict
+    mode, where each op is its own program)."""
+    import torch_tpu
+    import torch_tpu.metrics
+    x = randn((12, 4, 6), seed=4).to("tpu").log_softmax(2)
+    t = CTC_TARGETS[:4].to("tpu")
+    with torch_tpu.eager_mode("strict"):
+        F.ctc_loss(x, t, torch.tensor([12, 10, 7, 12], device="tpu"), torch.tensor([5, 3, 0, 4], device="tpu"))
+        compiles = torch_tpu.metrics.counters()["compile"]
+        for il, tl, device in (([11, 9, 8, 12], [4, 3, 1, 2], "tpu"), ([12, 12, 12, 12], [5, 5, 5, 5], "cpu")):
+            expected = F.ctc_loss(x.cpu(), t.cpu(), torch.tensor(il), torch.tensor(tl))
+            actual = F.ctc_loss(x, t, torch.tensor(il, device=device), torch.tensor(tl, device=device))
+            assert_close(actual, expected)
+        assert torch_tpu.metrics.counters()["compile"] == compiles
+
+
+def test_ctc_loss_errors():
+    t = CTC_TARGETS[:2]
+    for device in ("cpu", "tpu"):
+        x = randn((8, 2, 6)).log_softmax(2).to(device)
+        with pytest.raises(RuntimeError, match="Expected input_lengths to have value at most 8"):
+            F.ctc_loss(x, t.to(device), [9, 3], [5, 3])
+        with pytest.raises(RuntimeError, match="Expected tensor to have size at least 6 at dimension 1"):
+            F.ctc_loss(x, t.to(device), [8, 3], [6, 3])
+        with pytest.raises(RuntimeError, match="must not be empty"):
+            F.ctc_loss(x[:0], t.to(device), [0, 0], [5, 3])
+    with pytest.raises(RuntimeError, match=r"_ctc_loss: expected input_lengths as an integer tensor of 2 entries"):
+        F.ctc_loss(x, t.to("tpu"), torch.tensor([8, 3, 1], device="tpu"), torch.tensor([5, 3], device="tpu"))
+    assert F.ctc_loss(x, t.to("tpu"), [8, 3], [5, 2]).isfinite().item()  # the device still works

@@ -7,6 +7,7 @@
 
 #include "hlo/builder.h"
 #include "hlo/conv_ops.h"
+#include "hlo/loop_ops.h"
 #include "pjrt/pjrt.h"
 #include "tests/check.h"
 
@@ -208,6 +209,63 @@ static void test_aliased_parameters(void) {
   hlo_builder_free(b);
 }
 
+/* acc <- 2 acc + x + step + sum(x): the step number and a region (the
+ * sum's) inside the loop's body. */
+static void doubling_step(hlo_builder* b, hlo_value step, const hlo_value* in, hlo_value* out, const void* context) {
+  (void)context;
+  static const int64_t all = 0;
+  hlo_value acc = in[0], x = in[1];
+  hlo_value k = hlo_broadcast_in_dim(b, hlo_convert(b, step, TPU_F32), 1, hlo_type_of(b, x)->dims, NULL);
+  hlo_value total = hlo_reduce(b, x, hlo_constant(b, TPU_F32, 0), "add", &all, 1);
+  total = hlo_broadcast_in_dim(b, total, 1, hlo_type_of(b, x)->dims, NULL);
+  acc = hlo_binary(b, "add", hlo_binary(b, "multiply", acc, hlo_constant_like(b, acc, 2)), x);
+  out[0] = hlo_binary(b, "add", hlo_binary(b, "add", acc, k), total);
+  out[1] = x;
+}
+
+static void test_counted_loop(void) {
+  hlo_builder* b = NULL;
+  CHECK_OK(hlo_builder_create(&b));
+  int64_t four = 4;
+  hlo_value x = hlo_parameter(b, hlo_type_make(TPU_F32, 1, &four));
+  hlo_value init[2] = {hlo_constant_like(b, x, 0), x}, out[2];
+  hlo_counted_loop(b, 0, init, 2, doubling_step, NULL, out);
+  CHECK(out[0] == init[0] && out[1] == init[1]); /* no steps: no loop */
+  hlo_counted_loop(b, 5, init, 2, doubling_step, NULL, out);
+  char* text = finish(b, out, 1);
+  CHECK(strstr(text, "\"stablehlo.while\"") && strstr(text, "\"stablehlo.reduce\""));
+  float a[4] = {1, -2, 0.5f, 3}, got[4] = {0};
+  const float* inputs[1] = {a};
+  run_f32(text, inputs, 1, 4, got, sizeof got);
+  for (int i = 0; i < 4; i++) {
+    float expected = 0, sum = a[0] + a[1] + a[2] + a[3];
+    for (int k = 0; k < 5; k++) expected = 2 * expected + a[i] + (float)k + sum;
+    CHECK(got[i] == expected);
+  }
+  free(text);
+  hlo_builder_free(b);
+}
+
+/* A body that fails leaves the builder's sticky error, and no loop. */
+static void mismatched_step(hlo_builder* b, hlo_value step, const hlo_value* in, hlo_value* out, const void* context) {
+  (void)step, (void)context;
+  out[0] = hlo_binary(b, "add", in[0], hlo_constant(b, TPU_F32, 1)); /* [4] + 0-d: an error */
+}
+
+static void test_failing_loop_body(void) {
+  hlo_builder* b = NULL;
+  CHECK_OK(hlo_builder_create(&b));
+  int64_t four = 4;
+  hlo_value x = hlo_parameter(b, hlo_type_make(TPU_F32, 1, &four)), out;
+  hlo_counted_loop(b, 3, &x, 1, mismatched_step, NULL, &out);
+  CHECK(hlo_failed(b));
+  char* text = NULL;
+  tpu_status s = hlo_builder_finish(b, &out, 1, NULL, &text, NULL);
+  CHECK(s && text == NULL);
+  tpu_status_free(s);
+  hlo_builder_free(b);
+}
+
 static void test_sticky_error(void) {
   hlo_builder* b = NULL;
   CHECK_OK(hlo_builder_create(&b));
@@ -356,7 +414,9 @@ int main(void) {
     test_constant_extremes();
     test_aliased_parameters();
     test_convolution_forms();
+    test_counted_loop();
   }
+  test_failing_loop_body();
   test_sticky_error();
   tpu_pjrt_close(pjrt);
   return check_finish("test_hlo");

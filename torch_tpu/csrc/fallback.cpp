@@ -357,16 +357,28 @@ at::Tensor grouped_mm_output(c10::ArrayRef<c10::IValue> inputs) {
   return at::empty(size, a.options().device(at::kMeta));
 }
 
-// Ops PyTorch gives no meta kernel: _logcumsumexp's output is like self;
-// _cummax_helper and _cummin_helper fill the values and indices (already
-// among `outputs`) that cummax sized like self; other ops that return
-// nothing (most fused optimizer steps) write only their arguments, which
-// are `outputs` already, and their lowerings check the arguments.
+// Ops PyTorch gives no meta kernel: _logcumsumexp's output is like self,
+// _ctc_loss_backward's like log_probs; _ctc_loss with tensor lengths (kept
+// on the device) gives the loss per sample and log_alpha [N, T, 2S + 1] for
+// S the targets' padded width, all of them when concatenated
+// (csrc/ops/ctc_loss.c); _cummax_helper and _cummin_helper fill the values
+// and indices (already among `outputs`) that cummax sized like self; other
+// ops that return nothing (most fused optimizer steps) write only their
+// arguments, which are `outputs` already, and their lowerings check the
+// arguments.
 bool outputs_without_meta(const c10::OperatorHandle& op, const torch::jit::Stack& meta,
                           std::vector<at::Tensor>& outputs) {
   const auto& schema = op.schema();
-  if (schema.name() == "aten::_logcumsumexp") {
-    outputs.push_back(at::empty_like(meta[0].toTensor()));
+  if (schema.name() == "aten::_logcumsumexp" || schema.name() == "aten::_ctc_loss_backward") {
+    outputs.push_back(at::empty_like(meta[schema.name() == "aten::_logcumsumexp" ? 0 : 1].toTensor()));
+    return true;
+  }
+  if (schema.name() == "aten::_ctc_loss" && schema.overload_name() == "Tensor") {
+    const at::Tensor& log_probs = meta[0].toTensor();
+    const at::Tensor& targets = meta[1].toTensor();
+    int64_t width = targets.dim() == 2 ? targets.size(1) : targets.numel();
+    outputs.push_back(at::empty({log_probs.size(1)}, log_probs.options()));
+    outputs.push_back(at::empty({log_probs.size(1), log_probs.size(0), 2 * width + 1}, log_probs.options()));
     return true;
   }
   if (schema.returns().empty() && !op.hasKernelForDispatchKey(c10::DispatchKey::Meta)) return true;
