@@ -5,7 +5,8 @@ stride, padding, dilation, ceil_mode; ties, NaN and inf), avg_pool2d
 (output sizes that divide the input or not, larger than it),
 adaptive_max_pool2d (values, indices; ties, NaN and inf), their 1-d and 3-d
 forms, max_unpool2d/3d, F.interpolate nearest / nearest-exact / (bi,tri)linear with
-align_corners both ways, sizes and scale factors, bicubic, F.grid_sample
+align_corners both ways, sizes and scale factors, bicubic, antialiased
+bilinear and bicubic, F.grid_sample
 (bilinear / nearest, zeros / border / reflection padding, with the
 grid's gradient), and F.pad reflect /
 replicate / constant in 1-3 dims; float32, float64, bfloat16 and integer
@@ -361,6 +362,38 @@ def test_interpolate_bicubic_dtypes_and_views():
     y = randn((2, 3, 5, 6))
     check_grad(lambda y: F.interpolate(y.transpose(2, 3), size=(9, 4), mode="bicubic", align_corners=True), [y],
                **CUBIC_F32)
+
+
+# Antialiased (PIL-style) resizing, as torchvision's Resize does on tensors:
+# (mode, align_corners, input shape, size, scale_factor): shrinking by
+# fractional and large factors, growing, one dim kept, scale factors.
+ANTIALIAS = [("bilinear", False, (2, 3, 17, 23), (7, 5), None), ("bicubic", False, (2, 3, 17, 23), (7, 5), None),
+             ("bilinear", False, (1, 2, 8, 8), (20, 13), None), ("bicubic", False, (1, 2, 8, 8), (20, 13), None),
+             ("bilinear", True, (2, 3, 17, 23), (7, 23), None), ("bicubic", True, (2, 3, 17, 9), (4, 6), None),
+             ("bilinear", False, (1, 1, 30, 31), None, (0.3, 0.45)), ("bicubic", False, (1, 2, 64, 16), (4, 32), None)]
+
+
+@pytest.mark.parametrize("mode,align_corners,shape,size,scale", ANTIALIAS)
+def test_interpolate_antialias(mode, align_corners, shape, size, scale):
+    check_grad(lambda x: F.interpolate(x, size, scale, mode, align_corners, antialias=True), [randn(shape)],
+               **CUBIC_F32)
+
+
+def test_interpolate_antialias_dtypes_views_and_uint8():
+    check_grad(lambda x: F.interpolate(x, size=(5, 4), mode="bicubic", antialias=True),
+               [randn((1, 2, 13, 11), torch.float64)])
+    check_grad(lambda x: F.interpolate(x, size=(5, 4), mode="bilinear", antialias=True),
+               [randn((1, 2, 13, 11), torch.bfloat16)])
+    y = randn((2, 3, 12, 10))
+    check_grad(lambda y: F.interpolate(y.transpose(2, 3), size=(4, 5), mode="bilinear", antialias=True), [y],
+               **CUBIC_F32)
+    check_grad(lambda y: F.interpolate(y.to(memory_format=torch.channels_last), size=(4, 5), mode="bicubic",
+                                       antialias=True), [y], **CUBIC_F32)
+    # uint8 images take PyTorch's fixed-point kernel on CPU; the tpu asks for floats.
+    image = (randn((1, 3, 12, 10)) * 50).abs().to(torch.uint8)
+    with pytest.raises(NotImplementedError, match="_upsample_bilinear2d_aa: uint8 input is not supported on tpu"):
+        F.interpolate(image.to("tpu"), size=(4, 5), mode="bilinear", antialias=True)
+    assert F.interpolate(image.float().to("tpu"), size=(4, 5), mode="bilinear", antialias=True).shape == (1, 3, 4, 5)
 
 
 # ---- grid_sample ----
