@@ -1,6 +1,7 @@
 """Matrix products on tpu against PyTorch's CPU results: mm, bmm, matmul (all
 its shape cases), dot, vdot, mv, outer, addmm, addmv, baddbmm, addbmm, addr,
-linear and nn.Linear; the cross product (linalg.cross, torch.cross).
+linear and nn.Linear; the cross product (linalg.cross, torch.cross);
+Cholesky, triangular solves, the matrix exponential, cdist and pdist.
 
 Float32 products compare with rtol 1e-5 / atol 1e-5 (scaled for long
 contractions): XLA and the CPU BLAS sum in different orders."""
@@ -255,6 +256,58 @@ def test_multivariate_normal_log_prob_and_gradients():
         return lp, cov.grad, mean.grad
 
     check(log_prob, cov, mean, x)
+
+
+# ---- matrix exponential ----
+
+
+def matrix_exp_with_grad(a, g):
+    """e^A and the gradient of <e^A, g> with respect to A."""
+    a = a.detach().requires_grad_()
+    e = torch.linalg.matrix_exp(a)
+    e.backward(g)
+    return e, a.grad
+
+
+# (shape, scale): norms below the Taylor bound (no squaring), a few
+# squarings, a batch whose matrices need different counts, many squarings,
+# 1x1, an empty batch, zeros.
+MATRIX_EXP = [((4, 4), 0.1), ((4, 4), 3.0), ((2, 3, 5, 5), 1.0), ((3, 4, 4), "mixed"), ((6, 6), 30.0),
+              ((1, 1), 2.0), ((0, 3, 3), 1.0), ((3, 3), 0.0)]
+
+
+@pytest.mark.parametrize("dtype,rtol", [(torch.float32, 1e-5), (torch.float64, 1e-12)])
+@pytest.mark.parametrize("shape,scale", MATRIX_EXP, ids=str)
+def test_matrix_exp(shape, scale, dtype, rtol):
+    a = make(shape, torch.float64)
+    a = a * (torch.tensor([0.05, 1.0, 8.0]).view(3, 1, 1) if scale == "mixed" else scale)
+    e = torch.linalg.matrix_exp(a)
+    a, g = a.to(dtype), make(shape, dtype, seed=1)
+    # Relative to the largest entry: e^A spans magnitudes; many squarings
+    # carry the rounding of the first product along in either computation.
+    atol = rtol * (30 if scale == 30.0 else 1) * max(e.abs().max().item() if e.numel() else 1, 1)
+    check(matrix_exp_with_grad, a, g, rtol=rtol, atol=atol)
+
+
+def test_matrix_exp_views_alias_orthogonal_parametrization_and_errors():
+    a = make((2, 4, 4), torch.float32)
+    check(lambda a: torch.matrix_exp(a.transpose(-2, -1)[1]), a, rtol=1e-5, atol=1e-5)
+    # nn.utils.parametrizations.orthogonal maps square weights through
+    # matrix_exp (registered on the CPU, whose QR makes its base: the tpu
+    # has no QR, and PyTorch would skip the base silently).
+    def orthogonal_step(w, x):
+        layer = torch.nn.Linear(4, 4, bias=False)
+        with torch.no_grad():
+            layer.weight.copy_(w.cpu())
+        layer = torch.nn.utils.parametrizations.orthogonal(layer).to(w.device)
+        y = layer(x)
+        y.square().sum().backward()
+        return y, layer.parametrizations.weight.original.grad, layer.weight @ layer.weight.T
+    check(orthogonal_step, a[0], make((3, 4), torch.float32, seed=2), rtol=1e-5, atol=1e-5)
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="square"):
+            torch.linalg.matrix_exp(a[:, :3].to(device))
+    assert torch.linalg.matrix_exp(a.to("tpu")).shape == (2, 4, 4)  # the device still works
 
 
 # ---- cdist ----

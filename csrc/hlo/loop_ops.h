@@ -18,9 +18,10 @@ typedef void (*hlo_loop_body_fn)(hlo_builder* b, hlo_value step, const hlo_value
                                  hlo_value* next, const void* context);
 
 /* A stablehlo.while running `body` for step = 0 .. count - 1 over n values
- * starting as init[0..n-1]; out[0..n-1] gets them after the last step
- * (init itself when count <= 0). */
-void hlo_counted_loop(hlo_builder* b, int64_t count, const hlo_value* init, int n, hlo_loop_body_fn body,
+ * starting as init[0..n-1]; out[0..n-1] gets them after the last step.
+ * count is a 0-d i64 value, so computed counts (a matrix's squarings) work
+ * too; none run when it is at most 0. */
+void hlo_counted_loop(hlo_builder* b, hlo_value count, const hlo_value* init, int n, hlo_loop_body_fn body,
                       const void* context, hlo_value* out);
 
 #ifdef __cplusplus

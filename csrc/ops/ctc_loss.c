@@ -230,7 +230,7 @@ static hlo_value alphas(ctc* c) {
   hlo_value all = hlo_pad(b, hlo_reshape(b, first, 3, row), hlo_constant(b, c->dtype, -__builtin_inf()), low,
                           high, interior);
   hlo_value init[4] = {first, all, c->label_probs, c->skip}, out[4];
-  hlo_counted_loop(b, c->T - 1, init, 4, alpha_step, NULL, out);
+  hlo_counted_loop(b, hlo_constant_i64(b, TPU_I64, c->T - 1), init, 4, alpha_step, NULL, out);
   return out[1];
 }
 
@@ -327,7 +327,7 @@ static tpu_status lower_ctc_loss_backward(tpu_lowering* l) {
   hlo_value all = hlo_filled(b, c.dtype, 3, dims, -__builtin_inf());
   hlo_value skip_on = shifted(b, c.skip, -2, hlo_constant(b, TPU_BOOL, 0));
   hlo_value init[6] = {nones, all, c.label_probs, skip_on, c.input_lengths, c.target_lengths}, out[6];
-  hlo_counted_loop(b, c.T, init, 6, beta_step, &c, out);
+  hlo_counted_loop(b, hlo_constant_i64(b, TPU_I64, c.T), init, 6, beta_step, &c, out);
   hlo_value log_alpha = hlo_transpose(b, tpu_lower_value(l, 6, c.dtype), to_time_major);
   /* Each state's share of the paths through it, exp(alpha + beta - log p(target)), per label. */
   hlo_value share = hlo_binary(b, "add", hlo_binary(b, "add", log_alpha, out[1]), per_sample(b, nll, dims));

@@ -228,11 +228,14 @@ static void test_counted_loop(void) {
   CHECK_OK(hlo_builder_create(&b));
   int64_t four = 4;
   hlo_value x = hlo_parameter(b, hlo_type_make(TPU_F32, 1, &four));
-  hlo_value init[2] = {hlo_constant_like(b, x, 0), x}, out[2];
-  hlo_counted_loop(b, 0, init, 2, doubling_step, NULL, out);
-  CHECK(out[0] == init[0] && out[1] == init[1]); /* no steps: no loop */
-  hlo_counted_loop(b, 5, init, 2, doubling_step, NULL, out);
-  char* text = finish(b, out, 1);
+  static const int64_t all = 0;
+  /* Five steps, then as many as the (computed) count -1 says: none. */
+  hlo_value init[2] = {hlo_constant_like(b, x, 0), x}, out[2], none[2];
+  hlo_counted_loop(b, hlo_constant_i64(b, TPU_I64, 5), init, 2, doubling_step, NULL, out);
+  hlo_value minus_one = hlo_convert(b, hlo_reduce(b, hlo_constant_like(b, x, -0.25), hlo_constant(b, TPU_F32, 0), "add",
+                                                  &all, 1), TPU_I64);
+  hlo_counted_loop(b, minus_one, out, 2, doubling_step, NULL, none);
+  char* text = finish(b, none, 1);
   CHECK(strstr(text, "\"stablehlo.while\"") && strstr(text, "\"stablehlo.reduce\""));
   float a[4] = {1, -2, 0.5f, 3}, got[4] = {0};
   const float* inputs[1] = {a};
@@ -257,7 +260,7 @@ static void test_failing_loop_body(void) {
   CHECK_OK(hlo_builder_create(&b));
   int64_t four = 4;
   hlo_value x = hlo_parameter(b, hlo_type_make(TPU_F32, 1, &four)), out;
-  hlo_counted_loop(b, 3, &x, 1, mismatched_step, NULL, &out);
+  hlo_counted_loop(b, hlo_constant_i64(b, TPU_I64, 3), &x, 1, mismatched_step, NULL, &out);
   CHECK(hlo_failed(b));
   char* text = NULL;
   tpu_status s = hlo_builder_finish(b, &out, 1, NULL, &text, NULL);
