@@ -1,7 +1,8 @@
 """Matrix products on tpu against PyTorch's CPU results: mm, bmm, matmul (all
 its shape cases), dot, vdot, mv, outer, addmm, addmv, baddbmm, addbmm, addr,
 linear and nn.Linear; the cross product (linalg.cross, torch.cross);
-Cholesky, triangular solves, the matrix exponential, cdist and pdist.
+Cholesky, triangular solves, LU (factor, P/L/U, solve, inv, det, slogdet),
+the matrix exponential, cdist and pdist.
 
 Float32 products compare with rtol 1e-5 / atol 1e-5 (scaled for long
 contractions): XLA and the CPU BLAS sum in different orders."""
@@ -256,6 +257,85 @@ def test_multivariate_normal_log_prob_and_gradients():
         return lp, cov.grad, mean.grad
 
     check(log_prob, cov, mean, x)
+
+
+# ---- LU: factor, solve, inverse, determinants ----
+
+
+def with_grads(fn):
+    """fn's outputs and the gradients of its float inputs after a weighted
+    sum of its float outputs (weights fixed, so every entry counts)."""
+    def run(*args):
+        leaves = [a.detach().requires_grad_() if a.is_floating_point() else a for a in args]
+        out = fn(*leaves)
+        outs = out if isinstance(out, tuple) else (out,)
+        floats = [o for o in outs if o.is_floating_point()]
+        sum((o * torch.linspace(0.5, 1.5, o.numel(), dtype=o.dtype, device=o.device).view(o.shape)).sum()
+            for o in floats).backward()
+        return tuple(outs) + tuple(a.grad for a in leaves if a.is_floating_point())
+    return run
+
+
+LU_TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-10, atol=1e-12)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 5, 5), (3, 5), (5, 3), (1, 1), (0, 3, 3)], ids=str)
+def test_lu_factor_and_unpack(shape, dtype):
+    """Same pivots (LAPACK's: the first largest magnitude) and factors as
+    the CPU; P, L, U and their gradients, rectangular too."""
+    a = make(shape, dtype)
+    check(torch.linalg.lu_factor_ex, a, **LU_TOL[dtype])
+    check(with_grads(torch.linalg.lu), a, **LU_TOL[dtype])
+    if shape[-1] == shape[-2]:
+        check(with_grads(lambda a: torch.linalg.lu_factor(a).LU), a, **LU_TOL[dtype])
+
+
+def test_lu_factor_zero_pivots_and_lu_unpack_flags():
+    s = torch.zeros(2, 3, 3)
+    s[0, 0, 0], s[1] = 1, torch.ones(3, 3)  # rank 1 each: info names the first zero pivot
+    check(torch.linalg.lu_factor_ex, s)
+    lu, pivots = torch.linalg.lu_factor(make((3, 4, 4), torch.float64))
+    for data, pivot in ((True, False), (False, True)):
+        check(lambda lu, p: torch.lu_unpack(lu, p, unpack_data=data, unpack_pivots=pivot), lu, pivots)
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="LU without pivoting is not implemented"):
+            torch.linalg.lu_factor(s.to(device), pivot=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_solve_inverse_and_determinants(dtype):
+    a, b = make((3, 4, 4), dtype), make((3, 4, 2), dtype, seed=1)
+    tol = LU_TOL[dtype]
+    check(with_grads(torch.linalg.solve), a, b, **tol)
+    check(with_grads(lambda a, b: torch.linalg.solve(a.mT, b)), a, b, **tol)  # a non-contiguous A
+    check(with_grads(lambda a, b: torch.linalg.solve(a, b.mT, left=False)), a, b, **tol)
+    check(with_grads(torch.linalg.solve), a, b[..., 0], **tol)  # a batch of vectors
+    check(with_grads(torch.linalg.solve), a[0], b, **tol)  # one matrix against a batch
+    check(with_grads(torch.linalg.inv), a, **tol)
+    check(with_grads(torch.linalg.det), a, **tol)
+    check(with_grads(lambda a: torch.linalg.det(a.mT)), a, **tol)
+    check(with_grads(torch.linalg.slogdet), a, **tol)
+    check(with_grads(lambda a: torch.logdet(a @ a.mT + torch.eye(4, dtype=dtype, device=a.device))), a, **tol)
+    lu, pivots = torch.linalg.lu_factor(a)
+    for left, adjoint in ((True, True), (False, False), (False, True)):
+        rhs = b if left else b.mT
+        check(with_grads(lambda lu, p, r: torch.linalg.lu_solve(lu, p, r, left=left, adjoint=adjoint)),
+              lu, pivots, rhs, **tol)
+
+
+def test_singular_matrices_raise_as_on_cpu():
+    s = torch.ones(2, 3, 3, dtype=torch.float64)
+    for device in ("cpu", "tpu"):
+        with pytest.raises(torch.linalg.LinAlgError, match="singular"):
+            torch.linalg.inv(s.to(device))
+        with pytest.raises(torch.linalg.LinAlgError, match="singular"):
+            torch.linalg.solve(s.to(device), s[..., 0].to(device))
+    check(torch.linalg.det, s)  # zero, no error
+    # inv_ex: info names the first zero pivot; the inverse is not finite
+    # (CPU's LAPACK and the tpu leave different infinities and NaNs in it).
+    inverse, info = torch.linalg.inv_ex(s.to("tpu"))
+    assert torch.equal(info.cpu(), torch.linalg.inv_ex(s).info) and not inverse.isfinite().any()
 
 
 # ---- matrix exponential ----

@@ -26,6 +26,7 @@ _C._init(_plugin_path, int(os.environ.get("TORCH_TPU_CPU_DEVICES", "0")), _plugi
 from . import _meta  # noqa: E402,F401 (meta kernels PyTorch lacks)
 from . import _nested  # noqa: E402,F401 (nn.TransformerEncoder's nested fast path)
 from . import _ctc_loss  # noqa: E402,F401 (F.ctc_loss keeps tensor lengths on the device)
+from . import _linalg  # noqa: E402,F401 (linalg.solve, det and slogdet on the LU factors)
 from . import cache  # noqa: E402
 from . import device as _device_module  # noqa: E402
 from . import metrics  # noqa: E402,F401

@@ -264,7 +264,8 @@ hlo_value view_write(hlo_builder* b, hlo_value storage, hlo_value offset, hlo_va
   value = hlo_bitcast_convert(b, value, storage_dtype);
   int64_t numel = view_numel(view);
   if (cls == VIEW_WHOLE) return hlo_reshape(b, value, 1, &storage_numel);
-  if (numel == 0) return storage;
+  if (numel == 0) /* an empty view of a class written whole (permuted) has no storage read */
+    return storage == HLO_INVALID ? hlo_reshape(b, value, 1, &storage_numel) : storage;
   if (cls == VIEW_SLICE)
     return hlo_dynamic_update_slice(b, storage, hlo_reshape(b, value, 1, &numel), &offset);
   strided_view v = strided_of(view);
