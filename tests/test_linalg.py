@@ -2,7 +2,7 @@
 its shape cases), dot, vdot, mv, outer, addmm, addmv, baddbmm, addbmm, addr,
 linear and nn.Linear; the cross product (linalg.cross, torch.cross);
 Cholesky, triangular solves, LU (factor, P/L/U, solve, inv, det, slogdet),
-the matrix exponential, cdist and pdist.
+QR, the matrix exponential, cdist and pdist.
 
 Float32 products compare with rtol 1e-5 / atol 1e-5 (scaled for long
 contractions): XLA and the CPU BLAS sum in different orders."""
@@ -338,6 +338,34 @@ def test_singular_matrices_raise_as_on_cpu():
     assert torch.equal(info.cpu(), torch.linalg.inv_ex(s).info) and not inverse.isfinite().any()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 5, 3), (3, 5), (6, 2), (1, 1), (0, 4, 3)], ids=str)
+def test_qr(shape, dtype):
+    """LAPACK's reflectors (geqrf), so the same Q and R, signs included;
+    every mode, and the gradients of Q and R."""
+    a, tol = make(shape, dtype), LU_TOL[dtype]
+    check(torch.geqrf, a, **tol)
+    if shape[-2] >= shape[-1]:
+        check(torch.linalg.householder_product, *torch.geqrf(a), **tol)
+    for mode in ("reduced", "complete", "r"):
+        check(lambda a: torch.linalg.qr(a, mode=mode), a, **tol)
+    if shape[-2] >= shape[-1]:  # PyTorch differentiates reduced QR of tall matrices
+        check(with_grads(torch.linalg.qr), a, **tol)
+
+
+def test_orthogonal_init_and_zero_columns():
+    """nn.init.orthogonal_ on the device (its QR runs there); a zero column
+    reflects nothing (tau 0), as in LAPACK."""
+    torch.manual_seed(0)
+    w = torch.empty(6, 4, device="tpu")
+    torch.nn.init.orthogonal_(w)
+    assert torch.allclose((w.T @ w).cpu(), torch.eye(4), atol=1e-5)
+    a = make((4, 3), torch.float64)
+    a[:, 1] = 0
+    check(torch.geqrf, a)
+    check(torch.linalg.qr, a)
+
+
 # ---- matrix exponential ----
 
 
@@ -373,13 +401,13 @@ def test_matrix_exp_views_alias_orthogonal_parametrization_and_errors():
     a = make((2, 4, 4), torch.float32)
     check(lambda a: torch.matrix_exp(a.transpose(-2, -1)[1]), a, rtol=1e-5, atol=1e-5)
     # nn.utils.parametrizations.orthogonal maps square weights through
-    # matrix_exp (registered on the CPU, whose QR makes its base: the tpu
-    # has no QR, and PyTorch would skip the base silently).
+    # matrix_exp, from a base its registration makes with geqrf and
+    # householder_product (on the module's device).
     def orthogonal_step(w, x):
-        layer = torch.nn.Linear(4, 4, bias=False)
+        layer = torch.nn.Linear(4, 4, bias=False, device=w.device)
         with torch.no_grad():
-            layer.weight.copy_(w.cpu())
-        layer = torch.nn.utils.parametrizations.orthogonal(layer).to(w.device)
+            layer.weight.copy_(w)
+        layer = torch.nn.utils.parametrizations.orthogonal(layer)
         y = layer(x)
         y.square().sum().backward()
         return y, layer.parametrizations.weight.original.grad, layer.weight @ layer.weight.T

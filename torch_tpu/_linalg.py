@@ -1,6 +1,6 @@
 """torch.linalg.solve, det and slogdet on the tpu, computed as PyTorch's
 CPU and CUDA kernels compute them: from the LU factors (linalg_lu_factor_ex
-and linalg_lu_solve, lowered in csrc/ops/lu.c), which they return for the
+and linalg_lu_solve, lowered in csrc/ops/factorizations.c), which they return for the
 backward formulas to reuse. det and slogdet factor A^T for a contiguous real
 A (LAPACK wants columns; det(A^T) = det(A)), solve factors A itself; the
 factors returned here are the same ones."""

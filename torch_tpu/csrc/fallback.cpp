@@ -358,7 +358,7 @@ at::Tensor grouped_mm_output(c10::ArrayRef<c10::IValue> inputs) {
 }
 
 // Ops PyTorch gives no meta kernel: _logcumsumexp's output is like self,
-// _ctc_loss_backward's like log_probs; _ctc_loss with tensor lengths (kept
+// _ctc_loss_backward's like log_probs, geqrf's factors like A; _ctc_loss with tensor lengths (kept
 // on the device) gives the loss per sample and log_alpha [N, T, 2S + 1] for
 // S the targets' padded width, all of them when concatenated
 // (csrc/ops/ctc_loss.c); _cummax_helper and _cummin_helper fill the values
@@ -371,6 +371,15 @@ bool outputs_without_meta(const c10::OperatorHandle& op, const torch::jit::Stack
   const auto& schema = op.schema();
   if (schema.name() == "aten::_logcumsumexp" || schema.name() == "aten::_ctc_loss_backward") {
     outputs.push_back(at::empty_like(meta[schema.name() == "aten::_logcumsumexp" ? 0 : 1].toTensor()));
+    return true;
+  }
+  if (schema.name() == "aten::geqrf") {  // the packed factors like A, and tau [..., min(m, n)]
+    const at::Tensor& a = meta[0].toTensor();
+    auto tau = a.sizes().vec();
+    tau.pop_back();
+    tau.back() = std::min(a.size(-2), a.size(-1));
+    outputs.push_back(at::empty_like(a));
+    outputs.push_back(at::empty(tau, a.options()));
     return true;
   }
   if (schema.name() == "aten::_ctc_loss" && schema.overload_name() == "Tensor") {

@@ -1,17 +1,24 @@
-/* LU factorization with partial pivoting and what stands on it:
- * linalg_lu_factor_ex (torch.linalg.lu_factor), linalg_lu_solve and
- * linalg_inv_ex (torch.linalg.inv), lu_unpack and linalg_lu (P, L, U);
- * torch_tpu/_linalg.py builds solve, det
- * and slogdet on the first two as PyTorch's kernels do. Their backwards are
- * PyTorch's formulas over these.
+/* Matrix factorizations built from loops of StableHLO ops, one column a
+ * step, all matrices of a batch at once.
  *
- * The factorization is LAPACK's getrf, one column a step in a loop: the
- * remaining row with the largest magnitude in the column (the first of
- * equals) is swapped up, the rows under it take their multipliers, and the
- * trailing block its rank-one update, all matrices of a batch at once. A
- * zero pivot leaves its column unscaled and sets info to its 1-based step,
- * the first one only, as LAPACK's does. Pivots are 1-based row swaps in
- * order (LAPACK's ipiv), int32. */
+ * LU with partial pivoting and what stands on it: linalg_lu_factor_ex
+ * (torch.linalg.lu_factor), linalg_lu_solve, linalg_inv_ex
+ * (torch.linalg.inv), lu_unpack and linalg_lu (P, L, U);
+ * torch_tpu/_linalg.py builds solve, det and slogdet on the first two as
+ * PyTorch's kernels do. The factorization is LAPACK's getrf: the remaining
+ * row with the largest magnitude in the column (the first of equals) is
+ * swapped up, the rows under it take their multipliers, and the trailing
+ * block its rank-one update. A zero pivot leaves its column unscaled and
+ * sets info to its 1-based step, the first one only, as LAPACK's does.
+ * Pivots are 1-based row swaps in order (LAPACK's ipiv), int32.
+ *
+ * QR by Householder reflections, LAPACK's geqrf and orgqr: geqrf (R above
+ * the diagonal, the reflectors below it and their scales tau),
+ * linalg_householder_product (Q from them) and linalg_qr. Each reflector
+ * maps the column's remaining part to beta e_j, beta of the opposite sign
+ * to its first entry, so R's diagonal signs are LAPACK's.
+ *
+ * The backwards are PyTorch's formulas over these. */
 #include "hlo/linalg_ops.h"
 #include "hlo/loop_ops.h"
 #include "hlo/slice_ops.h"
@@ -290,12 +297,156 @@ static tpu_status lower_lu(tpu_lowering* l) {
   return NULL;
 }
 
+/* (I - tau v v^T) x for x [batch.., m, c], v [batch.., m], tau [batch..]. */
+static hlo_value reflected(hlo_builder* b, hlo_value x, hlo_value v, hlo_value tau) {
+  hlo_type xt = *hlo_type_of(b, x), vt = *hlo_type_of(b, v);
+  int r = xt.rank;
+  int64_t rows = r - 2, w_dims[TPU_MAX_RANK];
+  hlo_value w = hlo_dot_general(b, v, x, leading, leading, r - 2, &rows, &rows, 1, xt.dtype); /* v^T x */
+  for (int i = 0; i < r - 2; i++) w_dims[i] = i;
+  w_dims[r - 2] = r - 1;
+  hlo_value scaled_v = hlo_binary(b, "multiply", v, per_batch(b, tau, &vt));
+  return hlo_binary(b, "subtract", x, hlo_binary(b, "multiply", hlo_broadcast_in_dim(b, scaled_v, r, xt.dims, leading),
+                                                 hlo_broadcast_in_dim(b, w, r, xt.dims, w_dims)));
+}
+
+/* One Householder step j: carried {a [batch.., m, n], tau [batch.., k]}. */
+static void householder_step(hlo_builder* b, hlo_value step, const hlo_value* in, hlo_value* out,
+                             const void* context) {
+  (void)context;
+  hlo_type at = *hlo_type_of(b, in[0]), bt = batch_of(&at), ct = hlo_type_make(at.dtype, at.rank - 1, at.dims);
+  int r = at.rank;
+  hlo_value j = hlo_broadcast_in_dim(b, step, bt.rank, bt.dims, NULL);
+  hlo_type row_positions = ct;
+  row_positions.dtype = TPU_I64;
+  hlo_value rows = hlo_iota(b, row_positions, r - 2), jr = per_batch(b, j, &row_positions);
+  hlo_value column = hlo_reshape(b, pick(b, in[0], r - 1, j), r - 1, at.dims);
+  hlo_value alpha = hlo_reshape(b, pick(b, column, r - 2, j), bt.rank, bt.dims);
+  hlo_value below = hlo_compare(b, "GT", rows, jr), zero_column = hlo_constant_like(b, column, 0);
+  hlo_value tail = hlo_select(b, below, column, zero_column);
+  int64_t last = r - 2;
+  hlo_value norm = hlo_unary(b, "sqrt", hlo_reduce(b, hlo_binary(b, "multiply", tail, tail),
+                                                   hlo_constant(b, at.dtype, 0), "add", &last, 1));
+  hlo_value zero = hlo_constant_like(b, alpha, 0);
+  hlo_value trivial = hlo_compare(b, "EQ", norm, zero);
+  hlo_value length = hlo_unary(b, "sqrt", hlo_binary(b, "add", hlo_binary(b, "multiply", alpha, alpha),
+                                                     hlo_binary(b, "multiply", norm, norm)));
+  hlo_value beta = hlo_select(b, hlo_compare(b, "GE", alpha, zero), hlo_unary(b, "negate", length), length);
+  hlo_value safe_beta = hlo_select(b, trivial, hlo_constant_like(b, beta, 1), beta);
+  hlo_value tau = hlo_select(b, trivial, zero, hlo_binary(b, "divide", hlo_binary(b, "subtract", beta, alpha), safe_beta));
+  hlo_value gap = hlo_select(b, trivial, hlo_constant_like(b, alpha, 1), hlo_binary(b, "subtract", alpha, beta));
+  hlo_value v = hlo_select(b, hlo_compare(b, "EQ", rows, jr), hlo_constant_like(b, column, 1),
+                           hlo_binary(b, "divide", tail, per_batch(b, gap, &ct)));
+  /* The trailing columns reflected. */
+  hlo_type positions = at;
+  positions.dtype = TPU_I64;
+  hlo_value cols = hlo_iota(b, positions, r - 1), jj = per_batch(b, j, &positions);
+  hlo_value a = hlo_select(b, hlo_compare(b, "GT", cols, jj), reflected(b, in[0], v, tau), in[0]);
+  /* Column j keeps R's entry (beta, or alpha when nothing was reflected) and v under it. */
+  hlo_value top = hlo_select(b, trivial, alpha, beta);
+  hlo_value kept = hlo_select(b, hlo_compare(b, "EQ", rows, jr), per_batch(b, top, &ct), hlo_select(b, below, v, column));
+  out[0] = hlo_select(b, hlo_compare(b, "EQ", cols, jj), hlo_broadcast_in_dim(b, kept, r, at.dims, leading), a);
+  hlo_type tt = *hlo_type_of(b, in[1]), tau_positions = tt;
+  tau_positions.dtype = TPU_I64;
+  hlo_value here = hlo_compare(b, "EQ", hlo_iota(b, tau_positions, r - 2), per_batch(b, j, &tau_positions));
+  out[1] = hlo_select(b, here, per_batch(b, tau, &tt), in[1]);
+}
+
+/* geqrf of a [batch.., m, n]: R and the reflectors packed, and tau. */
+static void qr_factor(hlo_builder* b, hlo_value a, hlo_value* out_packed, hlo_value* out_tau) {
+  hlo_type at = *hlo_type_of(b, a), tt = hlo_type_make(at.dtype, at.rank - 1, at.dims);
+  int64_t m = at.dims[at.rank - 2], n = at.dims[at.rank - 1];
+  tt.dims[tt.rank - 1] = m < n ? m : n;
+  hlo_value init[2] = {a, hlo_filled(b, at.dtype, tt.rank, tt.dims, 0)}, out[2] = {init[0], init[1]};
+  if (hlo_type_numel(&at) > 0)
+    hlo_counted_loop(b, hlo_constant_i64(b, TPU_I64, tt.dims[tt.rank - 1]), init, 2, householder_step, NULL, out);
+  *out_packed = out[0], *out_tau = out[1];
+}
+
+/* One reflector applied, the last first: carried {q [batch.., m, cols],
+ * packed [batch.., m, n], tau [batch.., k]}, j = k - 1 - step. */
+static void reflect_step(hlo_builder* b, hlo_value step, const hlo_value* in, hlo_value* out, const void* context) {
+  (void)context;
+  hlo_type qt = *hlo_type_of(b, in[0]), pt = *hlo_type_of(b, in[1]), bt = batch_of(&qt);
+  hlo_type tt = *hlo_type_of(b, in[2]);
+  int r = qt.rank;
+  hlo_value last_j = hlo_constant_i64(b, TPU_I64, tt.dims[tt.rank - 1] - 1);
+  hlo_value j = hlo_broadcast_in_dim(b, hlo_binary(b, "subtract", last_j, step), bt.rank, bt.dims, NULL);
+  hlo_type ct = hlo_type_make(pt.dtype, r - 1, pt.dims), row_positions = ct;
+  row_positions.dtype = TPU_I64;
+  hlo_value rows = hlo_iota(b, row_positions, r - 2), jr = per_batch(b, j, &row_positions);
+  hlo_value column = hlo_reshape(b, pick(b, in[1], r - 1, j), r - 1, pt.dims);
+  hlo_value v = hlo_select(b, hlo_compare(b, "EQ", rows, jr), hlo_constant_like(b, column, 1),
+                           hlo_select(b, hlo_compare(b, "GT", rows, jr), column, hlo_constant_like(b, column, 0)));
+  out[0] = reflected(b, in[0], v, hlo_reshape(b, pick(b, in[2], r - 2, j), bt.rank, bt.dims));
+  out[1] = in[1];
+  out[2] = in[2];
+}
+
+/* orgqr: the first `cols` columns of H_0 .. H_{k-1} from geqrf's output. */
+static hlo_value qr_q(hlo_builder* b, hlo_value packed, hlo_value tau, int64_t cols) {
+  hlo_type pt = *hlo_type_of(b, packed), tt = *hlo_type_of(b, tau), qt = pt;
+  qt.dims[qt.rank - 1] = cols;
+  hlo_type positions = qt;
+  positions.dtype = TPU_I64;
+  hlo_value eye = hlo_convert(b, hlo_compare(b, "EQ", hlo_iota(b, positions, qt.rank - 2),
+                                             hlo_iota(b, positions, qt.rank - 1)), qt.dtype);
+  hlo_value init[3] = {eye, packed, tau}, out[3] = {eye, packed, tau};
+  if (hlo_type_numel(&qt) > 0)
+    hlo_counted_loop(b, hlo_constant_i64(b, TPU_I64, tt.dims[tt.rank - 1]), init, 3, reflect_step, NULL, out);
+  return out[0];
+}
+
+/* geqrf(A) -> (a, tau). */
+static tpu_status lower_geqrf(tpu_lowering* l) {
+  if (!check_float_matrices(l, 0, false)) return NULL;
+  hlo_value packed, tau;
+  qr_factor(tpu_lower_builder(l), tpu_lower_value(l, 0, tpu_dtype_compute(tpu_lower_arg_type(l, 0).dtype)),
+            &packed, &tau);
+  tpu_lower_set_output(l, 0, packed);
+  tpu_lower_set_output(l, 1, tau);
+  return NULL;
+}
+
+/* linalg_householder_product(A, tau): the first n columns of the product
+ * of the reflectors stored in A [.., m, n]. */
+static tpu_status lower_householder_product(tpu_lowering* l) {
+  if (!check_float_matrices(l, 0, false)) return NULL;
+  hlo_type at = tpu_lower_arg_type(l, 0);
+  tpu_dtype t = tpu_dtype_compute(at.dtype);
+  hlo_value q = qr_q(tpu_lower_builder(l), tpu_lower_value(l, 0, t), tpu_lower_value(l, 1, t), at.dims[at.rank - 1]);
+  tpu_lower_set_output(l, 0, q);
+  return NULL;
+}
+
+/* linalg_qr(A, mode) -> (Q, R): "reduced" Q [.., m, k] and R [.., k, n],
+ * "complete" Q [.., m, m] and R [.., m, n], "r" R alone (Q empty). */
+static tpu_status lower_qr(tpu_lowering* l) {
+  if (!check_float_matrices(l, 0, false)) return NULL;
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type at = tpu_lower_arg_type(l, 0), qt = tpu_lower_output_type(l, 0), rt = tpu_lower_output_type(l, 1);
+  tpu_dtype t = tpu_dtype_compute(at.dtype);
+  hlo_value packed, tau;
+  qr_factor(b, tpu_lower_value(l, 0, t), &packed, &tau);
+  tpu_lower_set_output(l, 0, hlo_type_numel(&qt) > 0 ? qr_q(b, packed, tau, qt.dims[qt.rank - 1])
+                                                     : hlo_constant(b, qt.dtype, 0));
+  hlo_value r = hlo_slice_dim(b, packed, at.rank - 2, 0, rt.dims[rt.rank - 2]);
+  hlo_type positions = *hlo_type_of(b, r);
+  positions.dtype = TPU_I64;
+  hlo_value upper = hlo_compare(b, "LE", hlo_iota(b, positions, at.rank - 2), hlo_iota(b, positions, at.rank - 1));
+  tpu_lower_set_output(l, 1, hlo_select(b, upper, r, hlo_constant_like(b, r, 0)));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
+    {"geqrf", lower_geqrf, false},
+    {"linalg_householder_product", lower_householder_product, false},
     {"linalg_inv_ex", lower_inv, false},
     {"linalg_lu", lower_lu, false},
     {"linalg_lu_factor_ex", lower_lu_factor, false},
     {"linalg_lu_solve", lower_lu_solve, false},
+    {"linalg_qr", lower_qr, false},
     {"lu_unpack", lower_lu_unpack, false},
 };
 
-TPU_OP_FAMILY(tpu_ops_lu, entries);
+TPU_OP_FAMILY(tpu_ops_factorizations, entries);
