@@ -1,7 +1,7 @@
 """Elementwise ops on tpu against PyTorch's CPU results: arithmetic, division
 modes, remainder, pow, min/max, bitwise and logical ops, comparisons, where,
 clamp, casts, unary math, rounding, predicates, nan_to_num, lerp,
-addcmul/addcdiv, fill/zero; with scalars, broadcasting, 0-d and empty
+addcmul/addcdiv, fill/zero, gcd/lcm, frexp; with scalars, broadcasting, 0-d and empty
 tensors, non-contiguous inputs, in-place, out= and writes through views."""
 import os
 import sys
@@ -318,6 +318,33 @@ def test_gcd_lcm_reject_floats_and_bools():
             with pytest.raises(RuntimeError, match=message):
                 op(x.to("tpu"), x.to("tpu"))
     assert torch.gcd(torch.tensor([4], device="tpu"), torch.tensor([6], device="tpu")).item() == 2
+
+
+# Signs, powers of two, the largest and smallest normals, subnormals (which
+# XLA CPU would flush as floats: read as bits), zeros, infinities and NaN.
+FREXP_VALUES = [0.0, -0.0, 1.0, -1.0, 0.5, 3.0, -7.25, 1e-3, 1e30, 65504.0, 6.0e-5, 2.0**-20, 2.0**-126,
+                2.0**-130, -(2.0**-140), 1e-300, 5e-310, 2.0**-1074, float("inf"), float("-inf"), float("nan")]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_frexp(dtype):
+    x = torch.tensor(FREXP_VALUES, dtype=torch.float64).to(dtype)
+    exact = dict(rtol=0, atol=0)
+    check(torch.frexp, x, **exact)
+    check(lambda x: torch.frexp(x.view(3, 7).t()), x, **exact)  # a view
+    check(lambda x, m, e: torch.frexp(x, out=(m, e)), x, torch.empty_like(x), torch.empty(21, dtype=torch.int32),
+          **exact)
+    check(torch.frexp, torch.tensor(-12.5, dtype=dtype), **exact)  # 0-d
+    check(torch.frexp, torch.zeros(0, 3, dtype=dtype), **exact)  # empty
+    m, e = torch.frexp(x.to("tpu"))
+    finite = x.isfinite()
+    assert torch.equal(torch.ldexp(m.cpu().double(), e.cpu())[finite], x.double()[finite])
+
+
+def test_frexp_rejects_integers():
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="frexp"):
+            torch.frexp(torch.ones(3, dtype=torch.int32, device=device))
 
 
 def test_equal():

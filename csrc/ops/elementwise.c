@@ -532,6 +532,67 @@ static tpu_status lower_nan_to_num(tpu_lowering* l) {
   return NULL;
 }
 
+/* The bit layout of a float type: the integer type of its width, its
+ * mantissa and exponent field widths and exponent bias. */
+typedef struct float_bits {
+  tpu_dtype bits;
+  int mantissa, exponent, bias;
+} float_bits;
+
+static float_bits float_bits_of(tpu_dtype t) {
+  switch (t) {
+    case TPU_F16: return (float_bits){TPU_I16, 10, 5, 15};
+    case TPU_BF16: return (float_bits){TPU_I16, 7, 8, 127};
+    case TPU_F64: return (float_bits){TPU_I64, 52, 11, 1023};
+    default: return (float_bits){TPU_I32, 23, 8, 127};
+  }
+}
+
+/* An integer constant of any width, exactly, in like's shape and dtype. */
+static hlo_value bits_like(hlo_builder* b, hlo_value like, int64_t v) {
+  const hlo_type* t = hlo_type_of(b, like);
+  hlo_type shape = *t;
+  return hlo_broadcast_in_dim(b, hlo_constant_i64(b, shape.dtype, v), shape.rank, shape.dims, NULL);
+}
+
+/* frexp(self) -> (mantissa, exponent): x = mantissa * 2^exponent with
+ * |mantissa| in [0.5, 1); 0, inf and NaN give themselves and exponent 0,
+ * as glibc's frexp, which PyTorch's CPU kernel calls. Read off the float's
+ * bits as integers, since XLA CPU treats subnormal floats as zero: a
+ * subnormal's significand is shifted up to its leading one. */
+static tpu_status lower_frexp(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  tpu_dtype t = tpu_lower_arg_type(l, 0).dtype;
+  if (!tpu_dtype_is_float(t)) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "torch.frexp() only supports floating-point dtypes, got %s",
+                   tpu_dtype_name(t));
+    return NULL;
+  }
+  float_bits f = float_bits_of(t);
+  int width = 1 + f.exponent + f.mantissa;
+  int64_t field = ((int64_t)1 << f.exponent) - 1, fraction = ((int64_t)1 << f.mantissa) - 1;
+  hlo_value bits = hlo_bitcast_convert(b, tpu_lower_tensor(l, 0), f.bits);
+  hlo_value sign = hlo_binary(b, "and", bits, bits_like(b, bits, (int64_t)((uint64_t)1 << (width - 1))));
+  hlo_value biased = hlo_binary(b, "and", hlo_binary(b, "shift_right_logical", bits, bits_like(b, bits, f.mantissa)),
+                                bits_like(b, bits, field));
+  hlo_value significand = hlo_binary(b, "and", bits, bits_like(b, bits, fraction));
+  hlo_value zero = bits_like(b, bits, 0);
+  hlo_value subnormal = hlo_compare(b, "EQ", biased, zero);
+  hlo_value special = hlo_binary(b, "or", hlo_compare(b, "EQ", hlo_binary(b, "or", biased, significand), zero),
+                                 hlo_compare(b, "EQ", biased, bits_like(b, bits, field))); /* 0, inf, NaN */
+  /* A subnormal's leading one at bit p moves to the implicit bit. */
+  hlo_value top = hlo_binary(b, "subtract", bits_like(b, bits, width - 1), hlo_unary(b, "count_leading_zeros", significand));
+  hlo_value lifted = hlo_binary(b, "shift_left", significand, hlo_binary(b, "subtract", bits_like(b, bits, f.mantissa), top));
+  significand = hlo_select(b, subnormal, hlo_binary(b, "and", lifted, bits_like(b, bits, fraction)), significand);
+  hlo_value exponent = hlo_select(b, subnormal, hlo_binary(b, "add", top, bits_like(b, bits, 2 - f.bias - f.mantissa)),
+                                  hlo_binary(b, "subtract", biased, bits_like(b, bits, f.bias - 1)));
+  hlo_value mantissa = hlo_binary(b, "or", hlo_binary(b, "or", sign, significand),
+                                  bits_like(b, bits, (int64_t)(f.bias - 1) << f.mantissa));
+  tpu_lower_set_output(l, 0, hlo_bitcast_convert(b, hlo_select(b, special, bits, mantissa), t));
+  tpu_lower_set_output(l, 1, hlo_select(b, special, zero, exponent));
+  return NULL;
+}
+
 /* ---- selection and ternary arithmetic ---- */
 
 /* where(condition, self, other): either branch may be a Python scalar. */
@@ -634,6 +695,7 @@ static const tpu_op_entry entries[] = {
     {"fmax", lower_binary, false},
     {"fmin", lower_binary, false},
     {"fmod", lower_binary, false},
+    {"frexp", lower_frexp, false},
     {"gcd", lower_binary, false},
     {"frac", lower_unary, false},
     {"ge", lower_compare, false},
