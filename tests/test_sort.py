@@ -1,5 +1,5 @@
 """Sorting on tpu against PyTorch's CPU results: sort (stable, descending,
-NaN placement), argsort, msort, topk (largest/smallest), kthvalue, and
+NaN placement), argsort, msort, topk (largest/smallest), kthvalue, mode, and
 their gradients; searchsorted and bucketize."""
 import os
 import sys
@@ -113,6 +113,31 @@ def test_kthvalue():
     x = torch.randperm(42, generator=torch.Generator().manual_seed(1)).double().view(6, 7)
     check(lambda x: torch.kthvalue(x, 3, dim=1), x)
     check(lambda x: torch.kthvalue(x, 6, dim=0, keepdim=True), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mode(dtype):
+    """The most frequent value (the smallest of equally frequent ones) and
+    the last index holding it, as the CPU picks them; few distinct values,
+    so counts tie often."""
+    x = make((5, 7, 6), dtype, seed=3)
+    for dim in (-1, 0, 1):
+        for keepdim in (False, True):
+            check(lambda x: torch.mode(x, dim, keepdim), x, rtol=0, atol=0)
+    check(lambda x: torch.mode(x.transpose(0, 2)[1:], 1), x, rtol=0, atol=0)  # a view
+    check(lambda x: torch.mode(x.view(-1)[0]), x, rtol=0, atol=0)  # 0-d
+    check(lambda x: torch.mode(x[:0], 1), x, rtol=0, atol=0)  # an empty batch
+    # PyTorch's out= form (a composite) accepts CPU, CUDA and XPU tensors only.
+    with pytest.raises(RuntimeError, match="mode only supports CPU, CUDA and XPU device type, got: tpu"):
+        torch.mode(x.to("tpu"), 2, out=(torch.empty(5, 7, dtype=dtype, device="tpu"),
+                                       torch.empty(5, 7, dtype=torch.long, device="tpu")))
+
+
+def test_mode_of_an_empty_dim_raises():
+    for device in ("cpu", "tpu"):
+        with pytest.raises(IndexError, match="Expected reduction dim 1 to have non-zero size"):
+            torch.mode(torch.zeros(3, 0, device=device), 1)
+    assert torch.mode(torch.tensor([2, 2, 1, 1], device="tpu")).values.item() == 1  # the device goes on
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])

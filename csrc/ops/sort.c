@@ -1,11 +1,13 @@
 /* Sorting: sort (argsort and msort are composite over it), topk,
- * kthvalue and median/nanmedian along a dim, searching sorted sequences (searchsorted,
+ * kthvalue, median/nanmedian and mode along a dim, searching sorted sequences (searchsorted,
  * bucketize) and membership (isin). Each sorts values with their int64 positions,
  * stably, with NaN above every number as PyTorch orders it; their
  * backwards are scatters that indexing.c lowers. */
 #include <math.h>
 #include <string.h>
 
+#include "hlo/reduce_extra_ops.h"
+#include "hlo/slice_ops.h"
 #include "hlo/sort_ops.h"
 #include "ops/families.h"
 
@@ -153,6 +155,51 @@ static tpu_status lower_median(tpu_lowering* l) {
   return NULL;
 }
 
+/* mode(self, dim, keepdim): the most frequent value along dim (the
+ * smallest of equally frequent ones) and the last index holding it, as
+ * PyTorch's CPU kernel picks them from the stably sorted slice: each run of
+ * equal sorted values is measured at its end from its start (a running max
+ * of start positions), and the first longest run wins. */
+static tpu_status lower_mode(tpu_lowering* l) {
+  hlo_type in = tpu_lower_arg_type(l, 0);
+  int64_t wanted = tpu_lower_int(l, 1, -1), reduced = wanted < 0 ? wanted + in.rank : wanted;
+  if (in.rank > 0 && reduced >= 0 && reduced < in.rank && in.dims[reduced] == 0) {
+    tpu_lower_fail(l, TPU_OUT_OF_RANGE, "mode(): Expected reduction dim %lld to have non-zero size.",
+                   (long long)reduced);
+    return NULL;
+  }
+  if (put_if_empty(l)) return NULL;
+  hlo_builder* b = tpu_lower_builder(l);
+  int dim;
+  hlo_value values, indices;
+  sort_arg(l, tpu_lower_int(l, 1, -1), false, &dim, &values, &indices);
+  hlo_type t = *hlo_type_of(b, values), positions = t, edge = t;
+  int64_t n = t.dims[dim], d = dim;
+  positions.dtype = TPU_I64;
+  edge.dtype = TPU_BOOL;
+  edge.dims[dim] = 1;
+  hlo_value pos = hlo_iota(b, positions, dim), starts = hlo_filled(b, TPU_BOOL, t.rank, t.dims, 1), ends = starts;
+  if (n > 1) {
+    hlo_value changes = hlo_compare(b, "NE", take_along(b, values, dim, 1, n - 1), take_along(b, values, dim, 0, n - 1));
+    hlo_value first = hlo_filled(b, TPU_BOOL, edge.rank, edge.dims, 1);
+    starts = hlo_concatenate(b, (hlo_value[]){first, changes}, 2, dim);
+    ends = hlo_concatenate(b, (hlo_value[]){changes, first}, 2, dim);
+  }
+  hlo_value zero = hlo_constant_like(b, pos, 0);
+  hlo_value start = hlo_cumulative(b, hlo_select(b, starts, pos, zero), hlo_constant(b, TPU_I64, 0), "maximum", dim);
+  hlo_value length = hlo_select(b, ends, hlo_binary(b, "subtract", pos, start), hlo_constant_like(b, pos, -1));
+  int64_t kept[TPU_MAX_RANK];
+  for (int i = 0, k = 0; i < t.rank; i++)
+    if (i != dim) kept[k++] = i;
+  hlo_value longest = hlo_reduce(b, length, hlo_constant(b, TPU_I64, -1), "maximum", &d, 1);
+  hlo_value winner = hlo_compare(b, "EQ", length, hlo_broadcast_in_dim(b, longest, t.rank, t.dims, kept));
+  hlo_value first_end = hlo_reduce(b, hlo_select(b, winner, pos, hlo_constant_like(b, pos, (double)n)),
+                                   hlo_constant(b, TPU_I64, (double)n), "minimum", &d, 1);
+  hlo_value at = hlo_reshape(b, first_end, edge.rank, edge.dims);
+  put_pair(l, hlo_gather_elements(b, values, dim, at), hlo_gather_elements(b, indices, dim, at));
+  return NULL;
+}
+
 /* searchsorted(sorted_sequence, self, out_int32, right, side, sorter) and
  * bucketize(self, boundaries, out_int32, right): for each value, how many
  * boundaries (along the sequence's last dim) lie before it, "< value" or,
@@ -225,6 +272,7 @@ static const tpu_op_entry entries[] = {
     {"isin", lower_isin, false},
     {"kthvalue", lower_kthvalue, false},
     {"median", lower_median, false},
+    {"mode", lower_mode, false},
     {"nanmedian", lower_median, false},
     {"searchsorted", lower_searchsorted, false},
     {"sort", lower_sort, false},
