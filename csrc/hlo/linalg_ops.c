@@ -19,3 +19,10 @@ hlo_value hlo_triangular_solve(hlo_builder* b, hlo_value a, hlo_value rhs, bool 
            left_side ? "true" : "false", lower ? "true" : "false", unit_diagonal ? "true" : "false");
   return emit_op(b, "stablehlo.triangular_solve", operands, 2, attrs, *hlo_type_of(b, rhs));
 }
+
+hlo_value hlo_identity(hlo_builder* b, hlo_type type) {
+  hlo_type positions = type;
+  positions.dtype = TPU_I64;
+  hlo_value diagonal = hlo_compare(b, "EQ", hlo_iota(b, positions, type.rank - 2), hlo_iota(b, positions, type.rank - 1));
+  return hlo_convert(b, diagonal, type.dtype);
+}

@@ -15,6 +15,10 @@ extern "C" {
  * gives NaN from the failing minor on. */
 hlo_value hlo_cholesky(hlo_builder* b, hlo_value a, bool lower);
 
+/* A batch of identity matrices (ones where row == column over the last two
+ * dims, rectangular too) of `type`. */
+hlo_value hlo_identity(hlo_builder* b, hlo_type type);
+
 /* x with a x = rhs (left_side) or x a = rhs, a triangular (lower or upper,
  * with an implicit unit diagonal if unit_diagonal); a and rhs share their
  * batch dims. */

@@ -52,6 +52,16 @@ static hlo_value swapped(hlo_builder* b, hlo_value x, int dim, hlo_value i, hlo_
                     hlo_select(b, hlo_compare(b, "EQ", at, per_batch(b, j, &positions)), xi, x));
 }
 
+/* x [batch.., len] with entry k (0-d, the same for every matrix) set to
+ * v [batch..]: a loop step's record (a pivot, a reflector's scale). */
+static hlo_value with_entry(hlo_builder* b, hlo_value x, hlo_value k, hlo_value v) {
+  hlo_type t = *hlo_type_of(b, x), positions = t;
+  positions.dtype = TPU_I64;
+  hlo_value here = hlo_compare(b, "EQ", hlo_iota(b, positions, t.rank - 1),
+                               hlo_broadcast_in_dim(b, k, t.rank, t.dims, NULL));
+  return hlo_select(b, here, per_batch(b, hlo_convert(b, v, t.dtype), &t), x);
+}
+
 /* The batch part of a matrix type, [batch..], as i64. */
 static hlo_type batch_of(const hlo_type* t) { return hlo_type_make(TPU_I64, t->rank - 2, t->dims); }
 
@@ -70,11 +80,7 @@ static void factor_step(hlo_builder* b, hlo_value step, const hlo_value* in, hlo
   hlo_value largest, p;
   hlo_arg_reduce(b, candidates, r - 2, true, &largest, &p);
   hlo_value a = swapped(b, in[0], r - 2, k, p);
-  hlo_type pt = *hlo_type_of(b, in[1]), pivot_positions = pt;
-  pivot_positions.dtype = TPU_I64;
-  hlo_value here = hlo_compare(b, "EQ", hlo_iota(b, pivot_positions, r - 2), per_batch(b, k, &pivot_positions));
-  hlo_value pivot_row = hlo_convert(b, hlo_binary(b, "add", p, hlo_constant_like(b, p, 1)), TPU_I32);
-  out[1] = hlo_select(b, here, per_batch(b, pivot_row, &pt), in[1]);
+  out[1] = with_entry(b, in[1], step, hlo_binary(b, "add", p, hlo_constant_like(b, p, 1))); /* 1-based */
 
   column = hlo_reshape(b, pick(b, a, r - 1, k), r - 1, at.dims);
   hlo_value pivot = hlo_reshape(b, pick(b, column, r - 2, k), bt.rank, bt.dims);
@@ -234,11 +240,7 @@ static tpu_status lower_inv(tpu_lowering* l) {
   t.dtype = tpu_dtype_compute(t.dtype);
   hlo_value lu, pivots, info;
   lu_factor(b, tpu_lower_value(l, 0, t.dtype), &lu, &pivots, &info);
-  hlo_type positions = t;
-  positions.dtype = TPU_I64;
-  hlo_value identity = hlo_convert(b, hlo_compare(b, "EQ", hlo_iota(b, positions, t.rank - 2),
-                                                  hlo_iota(b, positions, t.rank - 1)), t.dtype);
-  tpu_lower_set_output(l, 0, lu_solve(b, lu, row_order(b, pivots, t.dims[t.rank - 1]), identity, false));
+  tpu_lower_set_output(l, 0, lu_solve(b, lu, row_order(b, pivots, t.dims[t.rank - 1]), hlo_identity(b, t), false));
   tpu_lower_set_output(l, 1, info);
   return NULL;
 }
@@ -346,10 +348,7 @@ static void householder_step(hlo_builder* b, hlo_value step, const hlo_value* in
   hlo_value top = hlo_select(b, trivial, alpha, beta);
   hlo_value kept = hlo_select(b, hlo_compare(b, "EQ", rows, jr), per_batch(b, top, &ct), hlo_select(b, below, v, column));
   out[0] = hlo_select(b, hlo_compare(b, "EQ", cols, jj), hlo_broadcast_in_dim(b, kept, r, at.dims, leading), a);
-  hlo_type tt = *hlo_type_of(b, in[1]), tau_positions = tt;
-  tau_positions.dtype = TPU_I64;
-  hlo_value here = hlo_compare(b, "EQ", hlo_iota(b, tau_positions, r - 2), per_batch(b, j, &tau_positions));
-  out[1] = hlo_select(b, here, per_batch(b, tau, &tt), in[1]);
+  out[1] = with_entry(b, in[1], step, tau);
 }
 
 /* geqrf of a [batch.., m, n]: R and the reflectors packed, and tau. */
@@ -387,10 +386,7 @@ static void reflect_step(hlo_builder* b, hlo_value step, const hlo_value* in, hl
 static hlo_value qr_q(hlo_builder* b, hlo_value packed, hlo_value tau, int64_t cols) {
   hlo_type pt = *hlo_type_of(b, packed), tt = *hlo_type_of(b, tau), qt = pt;
   qt.dims[qt.rank - 1] = cols;
-  hlo_type positions = qt;
-  positions.dtype = TPU_I64;
-  hlo_value eye = hlo_convert(b, hlo_compare(b, "EQ", hlo_iota(b, positions, qt.rank - 2),
-                                             hlo_iota(b, positions, qt.rank - 1)), qt.dtype);
+  hlo_value eye = hlo_identity(b, qt);
   hlo_value init[3] = {eye, packed, tau}, out[3] = {eye, packed, tau};
   if (hlo_type_numel(&qt) > 0)
     hlo_counted_loop(b, hlo_constant_i64(b, TPU_I64, tt.dims[tt.rank - 1]), init, 3, reflect_step, NULL, out);

@@ -9,6 +9,7 @@
  * under which the Taylor polynomial is as accurate. The backward is
  * PyTorch's formula: the exponential of a block matrix twice the size. */
 #include "hlo/conv_ops.h"
+#include "hlo/linalg_ops.h"
 #include "hlo/loop_ops.h"
 #include "ops/families.h"
 
@@ -70,10 +71,7 @@ static tpu_status lower_matrix_exp(tpu_lowering* l) {
   hlo_value scaled = hlo_binary(b, "divide", a, hlo_broadcast_in_dim(b, power_of_two(b, s, t), at.rank, at.dims,
                                                                        p.batch));
 
-  hlo_type positions = at;
-  positions.dtype = TPU_I64;
-  hlo_value diagonal = hlo_compare(b, "EQ", hlo_iota(b, positions, at.rank - 2), hlo_iota(b, positions, at.rank - 1));
-  hlo_value identity = hlo_convert(b, diagonal, t);
+  hlo_value identity = hlo_identity(b, at);
   hlo_value e = identity;
   for (int k = TAYLOR_DEGREE; k >= 1; k--)
     e = hlo_binary(b, "add", identity, hlo_binary_constant(b, "divide", product(b, &p, scaled, e), (double)k));
