@@ -9,6 +9,8 @@ TOLERANCES = {
     torch.float32: (1.3e-6, 1e-5),
     torch.bfloat16: (1.6e-2, 1e-2),
     torch.float16: (1e-3, 1e-3),
+    torch.complex128: (1e-7, 1e-7),
+    torch.complex64: (1.3e-6, 1e-5),
 }
 
 

@@ -43,6 +43,9 @@ def images():
 
 
 MODELS = {
+    # FNet mixes tokens with a 2-d Fourier transform (torch.fft.fft twice, the real part)
+    "fnet": (lambda: T.FNetForMaskedLM(T.FNetConfig(**COMMON, use_tpu_fourier_optimizations=False)),
+             lambda: dict(input_ids=tokens(), labels=tokens())),
     "gpt2": (lambda: T.GPT2LMHeadModel(T.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=101,
                                                     n_positions=64)), causal_lm),
     "bert": (lambda: T.BertForMaskedLM(T.BertConfig(**COMMON)), causal_lm),
@@ -172,7 +175,7 @@ def test_vit_at_another_resolution_interpolates_its_position_embeddings():
     assert_trains_like_cpu(model, batch)
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama", "bert"])
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "fnet"])
 def test_compiled_forward_backward_matches_cpu(name):
     assert_trains_like_cpu(*build(name), compiled=True)
 

@@ -350,6 +350,15 @@ def test_unfold_fold_empty_batch_and_modules():
     check_grad(lambda x: fold(unfold(x)), [x], rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("shape,dim,size,step", [((10,), 0, 3, 2), ((4, 11, 3), 1, 4, 3), ((5, 7), -1, 2, 2),
+                                                  ((6,), 0, 2, 4), ((3, 0), 0, 2, 1), ((7,), 0, 7, 1)])
+def test_tensor_unfold_backward(dtype, shape, dim, size, step):
+    """Tensor.unfold's backward (unfold_backward) adds overlapping windows
+    back; gaps (step > size) get zeros."""
+    check_grad(lambda x: x.unfold(dim, size, step) * 1, [randn(shape, dtype)])
+
+
 def test_fold_with_a_wrong_column_count_raises():
     """PyTorch's own shape check names fold's sizes; the process goes on."""
     cols = randn((1, 12, 5)).to("tpu")

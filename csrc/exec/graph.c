@@ -10,6 +10,7 @@
 #include "exec/launcher.h"
 #include "exec/runtime_impl.h"
 #include "exec/view.h"
+#include "hlo/complex_ops.h"
 
 /* Bounds that keep one program's compile time and host memory modest. */
 #define GRAPH_MAX_OPS 20000
@@ -309,10 +310,10 @@ hlo_value graph_storage_read(graph* g, const tpu_tensor* t) {
 static hlo_value fixed_value(graph* g, param_kind kind, tensor_ref ref, tpu_dtype dtype) {
   graph_source source = {kind, dtype, -1, g->lowering_op, ref};
   graph_value v = graph_resolve(g, &source);
-  if (dtype == TPU_F64) {
-    double f;
-    memcpy(&f, v.bits, sizeof f);
-    return hlo_constant(g->b, dtype, f);
+  if (dtype == TPU_F64 || dtype == TPU_C128) {
+    double f[2];
+    memcpy(f, v.bits, dtype == TPU_F64 ? sizeof f[0] : sizeof f);
+    return dtype == TPU_F64 ? hlo_constant(g->b, dtype, f[0]) : hlo_constant_complex(g->b, dtype, f[0], f[1]);
   }
   if (dtype == TPU_BOOL) return hlo_constant(g->b, dtype, v.bits[0]);
   int64_t i;
@@ -395,12 +396,16 @@ graph_value graph_resolve(const graph* g, const graph_source* source) {
     }
     case PARAM_SCALAR: {
       const tpu_arg* a = &call->args[source->ref.arg];
-      if (a->u.scalar.type == TPU_F64)
+      if (a->u.scalar.type == TPU_F64) {
         memcpy(v.bits, &a->u.scalar.f, sizeof(double));
-      else if (a->u.scalar.type == TPU_BOOL)
+      } else if (a->u.scalar.type == TPU_C128) {
+        double parts[2] = {a->u.scalar.f, a->u.scalar.imag};
+        memcpy(v.bits, parts, sizeof parts);
+      } else if (a->u.scalar.type == TPU_BOOL) {
         v.bits[0] = a->u.scalar.i != 0;
-      else
+      } else {
         memcpy(v.bits, &a->u.scalar.i, sizeof(int64_t));
+      }
       break;
     }
     case PARAM_RNG: {

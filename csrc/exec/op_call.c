@@ -182,7 +182,7 @@ static tpu_status input_key(const tpu_op_call* call, const tpu_op_entry* entry, 
         break;
       case TPU_ARG_SCALAR:
         put_i64(k, a->u.scalar.type);
-        if (entry->scalars_in_key) {
+        if ((entry->flags & TPU_OP_SCALARS_IN_KEY)) {
           put(k, &a->u.scalar.f, sizeof a->u.scalar.f);
           put_i64(k, a->u.scalar.i);
         }
@@ -275,6 +275,29 @@ tpu_status tpu_op_lookup(const tpu_op_call* call, tpu_op_plan** out_plan) {
   return status;
 }
 
+static bool is_complex_tensor(const tpu_tensor* t) { return t->buffer && tpu_dtype_is_complex(t->dtype); }
+
+/* Ops whose lowering does not know complex numbers refuse them, rather than
+ * computing on the real parts. */
+static tpu_status check_complex(const tpu_op_call* call, const tpu_op_entry* entry, int output_count,
+                                const tpu_dtype* out_dtypes) {
+  if (entry->flags & TPU_OP_COMPLEX) return NULL;
+  bool complex = false;
+  for (int i = 0; i < call->arg_count; i++) {
+    const tpu_arg* a = &call->args[i];
+    if (a->kind == TPU_ARG_TENSOR) complex = complex || is_complex_tensor(&a->u.tensor);
+    if (a->kind == TPU_ARG_SCALAR) complex = complex || tpu_dtype_is_complex(a->u.scalar.type);
+    for (int j = 0; a->kind == TPU_ARG_TENSOR_LIST && j < a->u.tensors.count; j++)
+      complex = complex || is_complex_tensor(&a->u.tensors.items[j]);
+  }
+  for (int j = 0; j < output_count; j++) complex = complex || tpu_dtype_is_complex(out_dtypes[j]);
+  if (!complex) return NULL;
+  return TPU_ERROR(TPU_UNIMPLEMENTED,
+                   "aten::%s has no tpu lowering for complex numbers yet. To run it on the CPU instead, set "
+                   "TORCH_TPU_CPU_FALLBACK=1 or use `with torch_tpu.cpu_fallback():`.",
+                   call->name);
+}
+
 tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
                               const tpu_dtype* out_dtypes, const int* out_ranks,
                               const int64_t* const* out_sizes, const int64_t* const* out_strides,
@@ -285,6 +308,7 @@ tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
   if (output_count < 0 || output_count > MAX_OUTPUTS)
     return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s has %d outputs; at most %d are supported",
                      call->name, output_count, MAX_OUTPUTS);
+  TPU_RETURN_IF_ERROR(check_complex(call, entry, output_count, out_dtypes));
   key_buf* k = thread_scratch();
   runtime_lock();
   tpu_status status = input_key(call, entry, k);
@@ -403,6 +427,10 @@ static tpu_status param_buffer(const tpu_op_call* call, const param_source* p,
       const tpu_arg* a = &call->args[p->ref.arg];
       if (a->u.scalar.type == TPU_F64)
         return runtime_scalar_buffer(call->device, TPU_F64, &a->u.scalar.f, out_buffer, out_owned);
+      if (a->u.scalar.type == TPU_C128) {
+        double parts[2] = {a->u.scalar.f, a->u.scalar.imag};
+        return runtime_scalar_buffer(call->device, TPU_C128, parts, out_buffer, out_owned);
+      }
       if (a->u.scalar.type == TPU_BOOL) {
         unsigned char b = a->u.scalar.i != 0;
         return runtime_scalar_buffer(call->device, TPU_BOOL, &b, out_buffer, out_owned);

@@ -28,7 +28,7 @@ static struct scalar_slot {
   struct PJRT_Buffer* buffer;
   int device;
   tpu_dtype dtype;
-  unsigned char bits[8];
+  unsigned char bits[16];
 } scalar_slots[SCALAR_SLOTS];
 
 static void make_lock(void) {

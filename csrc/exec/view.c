@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "exec/runtime_impl.h"
+#include "hlo/complex_ops.h"
 
 int64_t view_numel(const tpu_tensor* view) {
   int64_t n = 1;
@@ -28,6 +29,43 @@ int64_t view_storage_numel(const tpu_tensor* view) {
   return (int64_t)(view->buffer->nbytes / tpu_dtype_size(sd));
 }
 
+/* Elements of the view's dtype the storage holds: where views are
+ * found, in the view's own units. */
+static int64_t view_elements(const tpu_tensor* view) {
+  return (int64_t)(view->buffer->nbytes / tpu_dtype_size(view->dtype));
+}
+
+/* Whether a view of `view_dtype` can read `storage_dtype` storage: the same
+ * element size (a reinterpretation), or a complex type and the type of its
+ * parts either way round (view_as_real, view_as_complex). */
+static bool viewable(tpu_dtype view_dtype, tpu_dtype storage_dtype) {
+  if (tpu_dtype_size(view_dtype) == tpu_dtype_size(storage_dtype)) return true;
+  return tpu_dtype_real_part(view_dtype) == tpu_dtype_real_part(storage_dtype) &&
+         tpu_dtype_is_complex(view_dtype) != tpu_dtype_is_complex(storage_dtype);
+}
+
+/* The flat storage in elements of `dtype`: complex numbers as their parts
+ * interleaved, interleaved parts as complex numbers, or reinterpreted. */
+static hlo_value storage_as(hlo_builder* b, hlo_value storage, tpu_dtype dtype) {
+  if (storage == HLO_INVALID) return storage;
+  tpu_dtype from = hlo_type_of(b, storage)->dtype;
+  if (tpu_dtype_size(from) == tpu_dtype_size(dtype)) return hlo_bitcast_convert(b, storage, dtype);
+  int64_t n = hlo_type_of(b, storage)->dims[0];
+  if (tpu_dtype_is_complex(from)) {
+    int64_t column[2] = {n, 1}, flat = 2 * n;
+    hlo_value parts[2] = {hlo_reshape(b, hlo_real(b, storage), 2, column),
+                          hlo_reshape(b, hlo_imag(b, storage), 2, column)};
+    return hlo_reshape(b, hlo_concatenate(b, parts, 2, 1), 1, &flat);
+  }
+  int64_t pairs[2] = {n / 2, 2}, half = n / 2;
+  hlo_value paired = hlo_reshape(b, storage, 2, pairs);
+  hlo_value parts[2];
+  for (int64_t i = 0; i < 2; i++)
+    parts[i] = hlo_reshape(b, hlo_slice(b, paired, (int64_t[]){0, i}, (int64_t[]){half, i + 1}, (int64_t[]){1, 1}),
+                           1, &half);
+  return hlo_complex(b, parts[0], parts[1]);
+}
+
 static bool is_dense(const tpu_tensor* view) {
   int64_t expected = 1;
   for (int d = view->rank - 1; d >= 0; d--) {
@@ -45,7 +83,7 @@ tpu_status view_check(const tpu_tensor* view, const char* what) {
     return TPU_ERROR(TPU_INVALID_ARGUMENT, "%s: rank %d is over the limit of %d", what, view->rank,
                      TPU_MAX_RANK);
   tpu_dtype sd = buffer_storage_dtype(view->buffer, view->dtype);
-  if (tpu_dtype_size(sd) != tpu_dtype_size(view->dtype))
+  if (!viewable(view->dtype, sd) || view->buffer->nbytes % tpu_dtype_size(view->dtype) != 0)
     return TPU_ERROR(TPU_UNIMPLEMENTED,
                      "%s: a %s view of %s storage is not supported (element sizes differ)", what,
                      tpu_dtype_name(view->dtype), tpu_dtype_name(sd));
@@ -57,11 +95,11 @@ tpu_status view_check(const tpu_tensor* view, const char* what) {
     int64_t span = (view->sizes[d] - 1) * view->strides[d];
     if (span < 0) lo += span; else hi += span;
   }
-  if (lo < 0 || hi >= view_storage_numel(view))
+  if (lo < 0 || hi >= view_elements(view))
     return TPU_ERROR(TPU_INVALID_ARGUMENT,
                      "%s: view (offset %lld, elements %lld..%lld) lies outside its storage of %lld elements",
                      what, (long long)view->offset, (long long)lo, (long long)hi,
-                     (long long)view_storage_numel(view));
+                     (long long)view_elements(view));
   return NULL;
 }
 
@@ -145,7 +183,7 @@ static bool box_of(const tpu_tensor* view, const compact_view* c, const int64_t*
     box->sizes[k] = 1;
   }
   int64_t row = box->steps[0];
-  box->dims[0] = (view_storage_numel(view) + row - 1) / row; /* view_check keeps the box inside */
+  box->dims[0] = (view_elements(view) + row - 1) / row; /* view_check keeps the box inside */
   box->padded_numel = box->dims[0] * row;
   return true;
 }
@@ -174,9 +212,9 @@ static strided_view strided_of(const tpu_tensor* view) {
 
 view_class view_class_of(const tpu_tensor* view) {
   if (is_dense(view))
-    return view->offset == 0 && view_numel(view) == view_storage_numel(view) ? VIEW_WHOLE : VIEW_SLICE;
+    return view->offset == 0 && view_numel(view) == view_elements(view) ? VIEW_WHOLE : VIEW_SLICE;
   strided_view v = strided_of(view);
-  if (v.dense && view->offset == 0 && v.c.numel == view_storage_numel(view)) return VIEW_PERMUTED;
+  if (v.dense && view->offset == 0 && v.c.numel == view_elements(view)) return VIEW_PERMUTED;
   box_layout box;
   return !v.dense && box_of(view, &v.c, v.order, &box) ? VIEW_BOX : VIEW_STRIDED;
 }
@@ -223,7 +261,7 @@ static void box_starts(hlo_builder* b, hlo_value offset, const box_layout* box, 
 
 hlo_value view_read(hlo_builder* b, hlo_value storage, hlo_value offset, const tpu_tensor* view,
                     view_class cls) {
-  storage = hlo_bitcast_convert(b, storage, view->dtype);
+  storage = storage_as(b, storage, view->dtype);
   int64_t numel = view_numel(view);
   if (cls == VIEW_WHOLE) return hlo_reshape(b, storage, view->rank, view->sizes);
   if (cls == VIEW_SLICE || numel == 0)
@@ -261,6 +299,10 @@ hlo_value view_read(hlo_builder* b, hlo_value storage, hlo_value offset, const t
 hlo_value view_write(hlo_builder* b, hlo_value storage, hlo_value offset, hlo_value value,
                      const tpu_tensor* view, view_class cls, tpu_dtype storage_dtype,
                      int64_t storage_numel) {
+  if (tpu_dtype_size(view->dtype) != tpu_dtype_size(storage_dtype)) /* written in the view's units */
+    return storage_as(b, view_write(b, storage_as(b, storage, view->dtype), offset, value, view, cls, view->dtype,
+                                    view_elements(view)),
+                      storage_dtype);
   value = hlo_bitcast_convert(b, value, storage_dtype);
   int64_t numel = view_numel(view);
   if (cls == VIEW_WHOLE) return hlo_reshape(b, value, 1, &storage_numel);

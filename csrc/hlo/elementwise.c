@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hlo/builder_impl.h"
+#include "hlo/complex_ops.h"
 
 static hlo_type scalar_type(tpu_dtype dtype) { return hlo_type_make(dtype, 0, NULL); }
 
@@ -20,6 +21,7 @@ static hlo_value constant_text(hlo_builder* b, tpu_dtype dtype, const char* lite
 
 hlo_value hlo_constant(hlo_builder* b, tpu_dtype dtype, double value) {
   char literal[64];
+  if (tpu_dtype_is_complex(dtype)) return hlo_constant_complex(b, dtype, value, 0);
   if (dtype == TPU_F16 || dtype == TPU_BF16)
     return hlo_convert(b, hlo_constant(b, TPU_F32, value), dtype);
   if (dtype == TPU_F32) {
@@ -88,6 +90,7 @@ hlo_value hlo_unary(hlo_builder* b, const char* op, hlo_value x) {
   snprintf(name, sizeof name, "stablehlo.%s", op);
   hlo_type t = *hlo_type_of(b, x);
   if (strcmp(op, "is_finite") == 0) t.dtype = TPU_BOOL;
+  if (strcmp(op, "abs") == 0) t.dtype = tpu_dtype_real_part(t.dtype); /* a complex number's magnitude */
   return emit_op(b, name, &x, 1, NULL, t);
 }
 
@@ -121,6 +124,13 @@ hlo_value hlo_compare(hlo_builder* b, const char* direction, hlo_value x, hlo_va
   hlo_value operands[2] = {x, y};
   if (!values_valid(b, operands, 2) || !same_types(b, "compare", x, y)) return HLO_INVALID;
   hlo_type t = *hlo_type_of(b, x);
+  if (tpu_dtype_is_complex(t.dtype)) { /* equal where both parts are */
+    bool eq = strcmp(direction, "EQ") == 0;
+    if (!eq && strcmp(direction, "NE") != 0)
+      return hlo_fail(b, TPU_UNIMPLEMENTED, "complex numbers have no order (compare %s)", direction);
+    return hlo_binary(b, eq ? "and" : "or", hlo_compare(b, direction, hlo_real(b, x), hlo_real(b, y)),
+                      hlo_compare(b, direction, hlo_imag(b, x), hlo_imag(b, y)));
+  }
   const char* kind = tpu_dtype_is_float(t.dtype)          ? "FLOAT"
                      : tpu_dtype_is_signed_int(t.dtype)   ? "SIGNED"
                                                           : "UNSIGNED";
@@ -143,6 +153,13 @@ hlo_value hlo_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype) {
   if (!values_valid(b, &x, 1)) return HLO_INVALID;
   hlo_type t = *hlo_type_of(b, x);
   if (t.dtype == dtype) return x;
+  bool from_complex = tpu_dtype_is_complex(t.dtype), to_complex = tpu_dtype_is_complex(dtype);
+  if (from_complex && dtype == TPU_BOOL) return hlo_compare(b, "NE", x, hlo_constant_like(b, x, 0));
+  if (from_complex && !to_complex) return hlo_convert(b, hlo_real(b, x), dtype); /* as PyTorch: imag dropped */
+  if (!from_complex && to_complex) {
+    hlo_value re = hlo_convert(b, x, tpu_dtype_real_part(dtype));
+    return hlo_complex(b, re, hlo_constant_like(b, re, 0));
+  }
   /* PyTorch turns a float into bool by "!= 0", which convert also does. */
   t.dtype = dtype;
   return emit_op(b, "stablehlo.convert", &x, 1, NULL, t);
@@ -155,6 +172,9 @@ hlo_value hlo_bitcast_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype) {
   if (tpu_dtype_size(t.dtype) != tpu_dtype_size(dtype))
     return hlo_fail(b, TPU_INVALID_ARGUMENT, "cannot reinterpret %s as %s: sizes differ",
                     tpu_dtype_name(t.dtype), tpu_dtype_name(dtype));
+  if (tpu_dtype_is_complex(t.dtype) != tpu_dtype_is_complex(dtype))
+    return hlo_fail(b, TPU_UNIMPLEMENTED, "a %s view of %s storage is not supported on tpu",
+                    tpu_dtype_name(dtype), tpu_dtype_name(t.dtype));
   /* bool is i1 in StableHLO, which bitcasts to nothing; a bool byte holds
    * 0 or 1, so converting is the same reinterpretation. */
   const char* op = t.dtype == TPU_BOOL || dtype == TPU_BOOL ? "stablehlo.convert" : "stablehlo.bitcast_convert";

@@ -78,8 +78,8 @@ static tpu_status lower_update_scale(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"_amp_foreach_non_finite_check_and_unscale", lower_unscale, false},
-    {"_amp_update_scale", lower_update_scale, false},
+    {"_amp_foreach_non_finite_check_and_unscale", lower_unscale, 0},
+    {"_amp_update_scale", lower_update_scale, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_amp, entries);

@@ -369,11 +369,11 @@ static tpu_status lower_fused_attention_backward(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"_scaled_dot_product_fused_attention_overrideable", lower_fused_attention, false},
-    {"_scaled_dot_product_fused_attention_overrideable_backward", lower_fused_attention_backward, false},
-    {"_native_multi_head_attention", lower_multi_head_attention, false},
-    {"_transformer_encoder_layer_fwd", lower_transformer_encoder_layer, false},
-    {"native_dropout_backward", lower_native_dropout_backward, false},
+    {"_scaled_dot_product_fused_attention_overrideable", lower_fused_attention, 0},
+    {"_scaled_dot_product_fused_attention_overrideable_backward", lower_fused_attention_backward, 0},
+    {"_native_multi_head_attention", lower_multi_head_attention, 0},
+    {"_transformer_encoder_layer_fwd", lower_transformer_encoder_layer, 0},
+    {"native_dropout_backward", lower_native_dropout_backward, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_attention, entries);

@@ -186,8 +186,8 @@ static tpu_status lower_convolution_backward(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"convolution", lower_convolution, false},
-    {"convolution_backward", lower_convolution_backward, false},
+    {"convolution", lower_convolution, 0},
+    {"convolution_backward", lower_convolution_backward, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_conv, entries);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "hlo/complex_ops.h"
 #include "hlo/sort_ops.h"
 #include "ops/families.h"
 
@@ -16,7 +17,9 @@ static void set_zero_output(tpu_lowering* l) {
 }
 
 /* The type float results for an output of dtype `t` are computed in. */
-static tpu_dtype compute_type(tpu_dtype t) { return t == TPU_F64 ? TPU_F64 : TPU_F32; }
+static tpu_dtype compute_type(tpu_dtype t) {
+  return t == TPU_F64 || t == TPU_C128 ? TPU_F64 : TPU_F32;
+}
 
 /* An iota of the output's shape along `dim` in `dtype`. */
 static hlo_value output_iota(tpu_lowering* l, tpu_dtype dtype, int dim) {
@@ -211,7 +214,12 @@ static hlo_value standard_normal(tpu_lowering* l) {
   hlo_value r = log_one_minus(b, u1);
   r = hlo_unary(b, "sqrt", hlo_binary(b, "multiply", hlo_constant_like(b, r, -2), r));
   hlo_value theta = hlo_binary(b, "multiply", hlo_constant_like(b, u2, 2 * M_PI), u2);
-  return hlo_binary(b, "multiply", r, hlo_unary(b, "cosine", theta));
+  if (!tpu_dtype_is_complex(out.dtype)) return hlo_binary(b, "multiply", r, hlo_unary(b, "cosine", theta));
+  /* Both of Box-Muller's normals, each of variance 1/2 as PyTorch draws
+   * complex normals: E|z|^2 = 1. */
+  r = hlo_binary(b, "multiply", r, hlo_constant_like(b, r, M_SQRT1_2));
+  return hlo_complex(b, hlo_binary(b, "multiply", r, hlo_unary(b, "cosine", theta)),
+                     hlo_binary(b, "multiply", r, hlo_unary(b, "sine", theta)));
 }
 
 /* mean + std * z for normal_(self, mean, std), normal(mean, std) with
@@ -432,22 +440,22 @@ static tpu_status lower_rrelu_with_noise(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"arange", lower_arange, true}, /* the output's length depends on the scalars */
-    {"bernoulli", lower_bernoulli, false},
-    {"cauchy", lower_cauchy, false},
-    {"exponential", lower_exponential, false},
-    {"eye", lower_eye, false},
-    {"geometric", lower_geometric, false},
-    {"linspace", lower_spaced, false},
-    {"log_normal", lower_normal, false},
-    {"logspace", lower_spaced, false},
-    {"multinomial", lower_multinomial, false},
-    {"native_dropout", lower_native_dropout, false},
-    {"normal", lower_normal, false},
-    {"random", lower_random, false},
-    {"randperm", lower_randperm, false},
-    {"rrelu_with_noise", lower_rrelu_with_noise, false},
-    {"uniform", lower_uniform, false},
+    {"arange", lower_arange, TPU_OP_SCALARS_IN_KEY}, /* the output's length depends on the scalars */
+    {"bernoulli", lower_bernoulli, 0},
+    {"cauchy", lower_cauchy, 0},
+    {"exponential", lower_exponential, 0},
+    {"eye", lower_eye, 0},
+    {"geometric", lower_geometric, 0},
+    {"linspace", lower_spaced, 0},
+    {"log_normal", lower_normal, 0},
+    {"logspace", lower_spaced, 0},
+    {"multinomial", lower_multinomial, 0},
+    {"native_dropout", lower_native_dropout, 0},
+    {"normal", lower_normal, TPU_OP_COMPLEX},
+    {"random", lower_random, 0},
+    {"randperm", lower_randperm, 0},
+    {"rrelu_with_noise", lower_rrelu_with_noise, 0},
+    {"uniform", lower_uniform, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_creation, entries);

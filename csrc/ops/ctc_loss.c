@@ -352,8 +352,8 @@ static tpu_status lower_ctc_loss_backward(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"_ctc_loss", lower_ctc_loss, false},
-    {"_ctc_loss_backward", lower_ctc_loss_backward, false},
+    {"_ctc_loss", lower_ctc_loss, 0},
+    {"_ctc_loss_backward", lower_ctc_loss_backward, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_ctc_loss, entries);

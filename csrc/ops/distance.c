@@ -155,10 +155,10 @@ static tpu_status lower_pdist_backward(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"_cdist_backward", lower_cdist_backward, false},
-    {"_cdist_forward", lower_cdist, false},
-    {"_pdist_backward", lower_pdist_backward, false},
-    {"_pdist_forward", lower_pdist, false},
+    {"_cdist_backward", lower_cdist_backward, 0},
+    {"_cdist_forward", lower_cdist, 0},
+    {"_pdist_backward", lower_pdist_backward, 0},
+    {"_pdist_forward", lower_pdist, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_distance, entries);

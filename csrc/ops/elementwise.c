@@ -7,12 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hlo/complex_ops.h"
 #include "hlo/elementwise_extra_ops.h"
 #include "ops/families.h"
 
 /* The type of an op with float results: integers and bools compute in the
- * default dtype, float32. */
-static tpu_dtype float_of(tpu_dtype t) { return tpu_dtype_is_float(t) ? tpu_dtype_compute(t) : TPU_F32; }
+ * default dtype, float32; complex types stay. */
+static tpu_dtype float_of(tpu_dtype t) {
+  return tpu_dtype_is_float(t) || tpu_dtype_is_complex(t) ? tpu_dtype_compute(t) : TPU_F32;
+}
 
 /* Reads the operands at `indices` (tensors or runtime scalars) converted to
  * `dtype` and broadcast to their common shape; returns that type. */
@@ -178,10 +181,11 @@ static hlo_value heaviside_fn(hlo_builder* b, hlo_value x, hlo_value values) {
   return hlo_select(b, compare_c(b, "EQ", x, 0), values, step);
 }
 
-/* Unsigned integers and bools are their own absolute value. */
+/* Unsigned integers and bools are their own absolute value; a complex
+ * number's is its (real) magnitude. */
 static hlo_value abs_fn(hlo_builder* b, hlo_value x) {
   tpu_dtype t = hlo_type_of(b, x)->dtype;
-  return tpu_dtype_is_float(t) || tpu_dtype_is_signed_int(t) ? hlo_unary(b, "abs", x) : x;
+  return tpu_dtype_is_float(t) || tpu_dtype_is_signed_int(t) || tpu_dtype_is_complex(t) ? hlo_unary(b, "abs", x) : x;
 }
 
 /* gcd by Euclid's algorithm on |x| and |y|, as PyTorch's kernel runs it:
@@ -358,6 +362,15 @@ static hlo_value reciprocal_fn(hlo_builder* b, hlo_value x) {
   return hlo_binary(b, "divide", hlo_constant_like(b, x, 1), x);
 }
 
+/* sgn: z / |z| for complex z (0 at 0), the sign otherwise. */
+static hlo_value sgn_fn(hlo_builder* b, hlo_value x) {
+  if (!tpu_dtype_is_complex(hlo_type_of(b, x)->dtype)) return hlo_sign(b, x);
+  hlo_value magnitude = hlo_unary(b, "abs", x);
+  hlo_value zero = hlo_compare(b, "EQ", magnitude, hlo_constant_like(b, magnitude, 0));
+  hlo_value unit = hlo_binary(b, "divide", x, hlo_complex(b, magnitude, hlo_constant_like(b, magnitude, 0)));
+  return hlo_select(b, zero, hlo_constant_like(b, x, 0), unit);
+}
+
 /* Predicates; integers are never NaN or infinite. */
 static hlo_value isnan_fn(hlo_builder* b, hlo_value x) { return hlo_compare(b, "NE", x, x); }
 static hlo_value infinity_test(hlo_builder* b, hlo_value x, double inf) {
@@ -446,7 +459,7 @@ static const struct unary_op {
     {"neg", "negate", NULL, PROMOTED},
     {"reciprocal", NULL, reciprocal_fn, AS_FLOAT},
     {"rsqrt", "rsqrt", NULL, AS_FLOAT},
-    {"sgn", NULL, hlo_sign, PROMOTED},
+    {"sgn", NULL, sgn_fn, PROMOTED},
     {"sigmoid", "logistic", NULL, AS_FLOAT},
     {"sign", NULL, hlo_sign, PROMOTED},
     {"signbit", NULL, signbit_fn, PROMOTED},
@@ -652,103 +665,103 @@ static tpu_status lower_addc(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"__ilshift__", lower_binary, false},
-    {"__irshift__", lower_binary, false},
-    {"__lshift__", lower_binary, false},
-    {"__rshift__", lower_binary, false},
-    {"abs", lower_unary, false},
-    {"acos", lower_unary, false},
-    {"acosh", lower_unary, false},
-    {"add", lower_add, false},
-    {"addcdiv", lower_addc, false},
-    {"addcmul", lower_addc, false},
-    {"asin", lower_unary, false},
-    {"asinh", lower_unary, false},
-    {"atan", lower_unary, false},
-    {"atan2", lower_binary, false},
-    {"atanh", lower_unary, false},
-    {"bitwise_and", lower_binary, false},
-    {"bitwise_left_shift", lower_binary, false},
-    {"bitwise_not", lower_unary, false},
-    {"bitwise_or", lower_binary, false},
-    {"bitwise_right_shift", lower_binary, false},
-    {"bitwise_xor", lower_binary, false},
-    {"ceil", lower_unary, false},
-    {"clamp", lower_clamp, false},
-    {"clamp_max", lower_clamp, false},
-    {"clamp_min", lower_clamp, false},
-    {"copy", lower_copy, false},
-    {"cos", lower_unary, false},
-    {"cosh", lower_unary, false},
-    {"digamma", lower_unary, false},
-    {"div", lower_div, false},
-    {"eq", lower_compare, false},
-    {"erf", lower_unary, false},
-    {"erfc", lower_unary, false},
-    {"erfinv", lower_unary, false},
-    {"exp", lower_unary, false},
-    {"exp2", lower_unary, false},
-    {"expm1", lower_unary, false},
-    {"fill", lower_fill, false},
-    {"floor", lower_unary, false},
-    {"floor_divide", lower_binary, false},
-    {"fmax", lower_binary, false},
-    {"fmin", lower_binary, false},
-    {"fmod", lower_binary, false},
-    {"frexp", lower_frexp, false},
-    {"gcd", lower_binary, false},
-    {"frac", lower_unary, false},
-    {"ge", lower_compare, false},
-    {"gt", lower_compare, false},
-    {"heaviside", lower_binary, false},
-    {"hypot", lower_binary, false},
-    {"lcm", lower_binary, false},
-    {"isinf", lower_unary, false},
-    {"isnan", lower_unary, false},
-    {"isneginf", lower_unary, false},
-    {"isposinf", lower_unary, false},
-    {"le", lower_compare, false},
-    {"lerp", lower_lerp, false},
-    {"lgamma", lower_unary, false},
-    {"log", lower_unary, false},
-    {"log10", lower_unary, false},
-    {"log1p", lower_unary, false},
-    {"log2", lower_unary, false},
-    {"logaddexp", lower_binary, false},
-    {"logaddexp2", lower_binary, false},
-    {"logical_and", lower_binary, false},
-    {"logical_not", lower_unary, false},
-    {"logical_or", lower_binary, false},
-    {"logical_xor", lower_binary, false},
-    {"lt", lower_compare, false},
-    {"maximum", lower_binary, false},
-    {"minimum", lower_binary, false},
-    {"mul", lower_binary, false},
-    {"nan_to_num", lower_nan_to_num, false},
-    {"ne", lower_compare, false},
-    {"neg", lower_unary, false},
-    {"polygamma", lower_polygamma, false},
-    {"pow", lower_binary, false},
-    {"reciprocal", lower_unary, false},
-    {"remainder", lower_binary, false},
-    {"round", lower_round, false},
-    {"rsqrt", lower_unary, false},
-    {"rsub", lower_add, false},
-    {"sgn", lower_unary, false},
-    {"sigmoid", lower_unary, false},
-    {"sign", lower_unary, false},
-    {"signbit", lower_unary, false},
-    {"sin", lower_unary, false},
-    {"sinc", lower_unary, false},
-    {"sinh", lower_unary, false},
-    {"sqrt", lower_unary, false},
-    {"sub", lower_add, false},
-    {"tan", lower_unary, false},
-    {"tanh", lower_unary, false},
-    {"trunc", lower_unary, false},
-    {"where", lower_where, false},
-    {"xlogy", lower_binary, false},
-    {"zero", lower_zero, false},
+    {"__ilshift__", lower_binary, 0},
+    {"__irshift__", lower_binary, 0},
+    {"__lshift__", lower_binary, 0},
+    {"__rshift__", lower_binary, 0},
+    {"abs", lower_unary, TPU_OP_COMPLEX},
+    {"acos", lower_unary, 0},
+    {"acosh", lower_unary, 0},
+    {"add", lower_add, TPU_OP_COMPLEX},
+    {"addcdiv", lower_addc, 0},
+    {"addcmul", lower_addc, 0},
+    {"asin", lower_unary, 0},
+    {"asinh", lower_unary, 0},
+    {"atan", lower_unary, 0},
+    {"atan2", lower_binary, 0},
+    {"atanh", lower_unary, 0},
+    {"bitwise_and", lower_binary, 0},
+    {"bitwise_left_shift", lower_binary, 0},
+    {"bitwise_not", lower_unary, 0},
+    {"bitwise_or", lower_binary, 0},
+    {"bitwise_right_shift", lower_binary, 0},
+    {"bitwise_xor", lower_binary, 0},
+    {"ceil", lower_unary, 0},
+    {"clamp", lower_clamp, 0},
+    {"clamp_max", lower_clamp, 0},
+    {"clamp_min", lower_clamp, 0},
+    {"copy", lower_copy, TPU_OP_COMPLEX},
+    {"cos", lower_unary, TPU_OP_COMPLEX},
+    {"cosh", lower_unary, 0},
+    {"digamma", lower_unary, 0},
+    {"div", lower_div, TPU_OP_COMPLEX},
+    {"eq", lower_compare, TPU_OP_COMPLEX},
+    {"erf", lower_unary, 0},
+    {"erfc", lower_unary, 0},
+    {"erfinv", lower_unary, 0},
+    {"exp", lower_unary, TPU_OP_COMPLEX},
+    {"exp2", lower_unary, 0},
+    {"expm1", lower_unary, TPU_OP_COMPLEX},
+    {"fill", lower_fill, TPU_OP_COMPLEX},
+    {"floor", lower_unary, 0},
+    {"floor_divide", lower_binary, 0},
+    {"fmax", lower_binary, 0},
+    {"fmin", lower_binary, 0},
+    {"fmod", lower_binary, 0},
+    {"frexp", lower_frexp, 0},
+    {"gcd", lower_binary, 0},
+    {"frac", lower_unary, 0},
+    {"ge", lower_compare, 0},
+    {"gt", lower_compare, 0},
+    {"heaviside", lower_binary, 0},
+    {"hypot", lower_binary, 0},
+    {"lcm", lower_binary, 0},
+    {"isinf", lower_unary, 0},
+    {"isnan", lower_unary, TPU_OP_COMPLEX},
+    {"isneginf", lower_unary, 0},
+    {"isposinf", lower_unary, 0},
+    {"le", lower_compare, 0},
+    {"lerp", lower_lerp, 0},
+    {"lgamma", lower_unary, 0},
+    {"log", lower_unary, TPU_OP_COMPLEX},
+    {"log10", lower_unary, 0},
+    {"log1p", lower_unary, TPU_OP_COMPLEX},
+    {"log2", lower_unary, 0},
+    {"logaddexp", lower_binary, 0},
+    {"logaddexp2", lower_binary, 0},
+    {"logical_and", lower_binary, 0},
+    {"logical_not", lower_unary, 0},
+    {"logical_or", lower_binary, 0},
+    {"logical_xor", lower_binary, 0},
+    {"lt", lower_compare, 0},
+    {"maximum", lower_binary, 0},
+    {"minimum", lower_binary, 0},
+    {"mul", lower_binary, TPU_OP_COMPLEX},
+    {"nan_to_num", lower_nan_to_num, 0},
+    {"ne", lower_compare, TPU_OP_COMPLEX},
+    {"neg", lower_unary, TPU_OP_COMPLEX},
+    {"polygamma", lower_polygamma, 0},
+    {"pow", lower_binary, TPU_OP_COMPLEX},
+    {"reciprocal", lower_unary, TPU_OP_COMPLEX},
+    {"remainder", lower_binary, 0},
+    {"round", lower_round, 0},
+    {"rsqrt", lower_unary, TPU_OP_COMPLEX},
+    {"rsub", lower_add, TPU_OP_COMPLEX},
+    {"sgn", lower_unary, TPU_OP_COMPLEX},
+    {"sigmoid", lower_unary, TPU_OP_COMPLEX},
+    {"sign", lower_unary, 0},
+    {"signbit", lower_unary, 0},
+    {"sin", lower_unary, TPU_OP_COMPLEX},
+    {"sinc", lower_unary, 0},
+    {"sinh", lower_unary, 0},
+    {"sqrt", lower_unary, TPU_OP_COMPLEX},
+    {"sub", lower_add, TPU_OP_COMPLEX},
+    {"tan", lower_unary, TPU_OP_COMPLEX},
+    {"tanh", lower_unary, TPU_OP_COMPLEX},
+    {"trunc", lower_unary, 0},
+    {"where", lower_where, TPU_OP_COMPLEX},
+    {"xlogy", lower_binary, 0},
+    {"zero", lower_zero, TPU_OP_COMPLEX},
 };
 
 TPU_OP_FAMILY(tpu_ops_elementwise, entries);

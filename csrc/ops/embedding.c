@@ -345,13 +345,13 @@ static tpu_status lower_embedding_renorm(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"_embedding_bag", lower_embedding_bag, false},
-    {"_embedding_bag_backward", lower_embedding_bag_backward, false},
-    {"_embedding_bag_dense_backward", lower_embedding_bag_backward, false},
-    {"_embedding_bag_forward_only", lower_embedding_bag, false},
-    {"_embedding_bag_per_sample_weights_backward", lower_per_sample_weights_backward, false},
-    {"embedding_dense_backward", lower_embedding_backward, false},
-    {"embedding_renorm", lower_embedding_renorm, false},
+    {"_embedding_bag", lower_embedding_bag, 0},
+    {"_embedding_bag_backward", lower_embedding_bag_backward, 0},
+    {"_embedding_bag_dense_backward", lower_embedding_bag_backward, 0},
+    {"_embedding_bag_forward_only", lower_embedding_bag, 0},
+    {"_embedding_bag_per_sample_weights_backward", lower_per_sample_weights_backward, 0},
+    {"embedding_dense_backward", lower_embedding_backward, 0},
+    {"embedding_renorm", lower_embedding_renorm, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_embedding, entries);

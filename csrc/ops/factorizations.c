@@ -435,14 +435,14 @@ static tpu_status lower_qr(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"geqrf", lower_geqrf, false},
-    {"linalg_householder_product", lower_householder_product, false},
-    {"linalg_inv_ex", lower_inv, false},
-    {"linalg_lu", lower_lu, false},
-    {"linalg_lu_factor_ex", lower_lu_factor, false},
-    {"linalg_lu_solve", lower_lu_solve, false},
-    {"linalg_qr", lower_qr, false},
-    {"lu_unpack", lower_lu_unpack, false},
+    {"geqrf", lower_geqrf, 0},
+    {"linalg_householder_product", lower_householder_product, 0},
+    {"linalg_inv_ex", lower_inv, 0},
+    {"linalg_lu", lower_lu, 0},
+    {"linalg_lu_factor_ex", lower_lu_factor, 0},
+    {"linalg_lu_solve", lower_lu_solve, 0},
+    {"linalg_qr", lower_qr, 0},
+    {"lu_unpack", lower_lu_unpack, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_factorizations, entries);

@@ -5,7 +5,9 @@
  * col2im(self, output_size, kernel_size, dilation, padding, stride) adds
  * the columns back at their positions. Each is the other's backward. One
  * strided slice (im2col) or one interior-padded add (col2im) per kernel
- * position; the sums of col2im run in float32 for float16/bfloat16. */
+ * position; the sums of col2im run in float32 for float16/bfloat16.
+ * unfold_backward (Tensor.unfold's backward, and istft's overlap-add) adds
+ * each window back at its place along its dim: one scatter-add. */
 #include "hlo/conv_ops.h"
 #include "hlo/slice_ops.h"
 #include "ops/families.h"
@@ -124,9 +126,52 @@ static tpu_status lower_col2im(tpu_lowering* l) {
   return NULL;
 }
 
+/* unfold_backward(grad_in, input_sizes, dim, size, step): grad_in is
+ * [.., windows (at dim), .., size]; entry (w, k) adds to position
+ * w * step + k of dim. The windows and their entries become rows of a
+ * scatter-add into the input's shape with dim moved first. */
+static tpu_status lower_unfold_backward(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type out = tpu_lower_output_type(l, 0), in = tpu_lower_arg_type(l, 0);
+  int64_t dim = tpu_lower_int(l, 2, 0), size = tpu_lower_int(l, 3, 1), step = tpu_lower_int(l, 4, 1);
+  if (out.rank > 0 && dim < 0) dim += out.rank;
+  int64_t windows = in.rank == out.rank + 1 && out.rank > 0 && dim >= 0 && dim < out.rank ? in.dims[dim] : -1;
+  if (windows < 0 || in.dims[in.rank - 1] != size || step < 1 || (windows && (windows - 1) * step + size > out.dims[dim])) {
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::unfold_backward: a gradient of rank %d does not hold windows "
+                   "of size %lld, step %lld along dim %lld of a rank-%d input", in.rank, (long long)size,
+                   (long long)step, (long long)tpu_lower_int(l, 2, 0), out.rank);
+    return NULL;
+  }
+  tpu_dtype t = tpu_dtype_compute(out.dtype);
+  /* grad as [windows * size, other dims in order], positions to match */
+  int64_t perm[TPU_MAX_RANK + 1], rows[TPU_MAX_RANK], back[TPU_MAX_RANK];
+  int k = 0;
+  perm[k++] = dim;
+  perm[k++] = in.rank - 1;
+  rows[0] = windows * size;
+  for (int d = 0; d < out.rank; d++)
+    if (d != dim) rows[k - 1] = out.dims[d], perm[k++] = d;
+  hlo_value grad = hlo_reshape(b, hlo_transpose(b, tpu_lower_value(l, 0, t), perm), out.rank, rows);
+  hlo_type grid = hlo_type_make(TPU_I64, 2, (int64_t[]){windows, size});
+  hlo_value at = hlo_binary(b, "add", hlo_binary_constant(b, "multiply", hlo_iota(b, grid, 0), (double)step),
+                            hlo_iota(b, grid, 1));
+  at = hlo_reshape(b, at, 2, (int64_t[]){windows * size, 1});
+  hlo_type moved = out;  /* the input's shape, dim first */
+  moved.dims[0] = out.dims[dim];
+  for (int d = 1; d < out.rank; d++) moved.dims[d] = rows[d];
+  int64_t window[TPU_MAX_RANK], zero = 0;
+  for (int d = 1; d < out.rank; d++) window[d - 1] = d;
+  hlo_scatter_dims s = {window, out.rank - 1, &zero, 1, &zero, 1, 1};
+  hlo_value sum = hlo_scatter(b, hlo_filled(b, t, moved.rank, moved.dims, 0), at, grad, &s, "add");
+  for (int d = 0; d < out.rank; d++) back[d] = d == dim ? 0 : d < dim ? d + 1 : d;
+  tpu_lower_set_output(l, 0, hlo_transpose(b, sum, back));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
-    {"col2im", lower_col2im, false},
-    {"im2col", lower_im2col, false},
+    {"col2im", lower_col2im, 0},
+    {"im2col", lower_im2col, 0},
+    {"unfold_backward", lower_unfold_backward, TPU_OP_COMPLEX},
 };
 
 TPU_OP_FAMILY(tpu_ops_fold, entries);

@@ -103,7 +103,7 @@ static hlo_value addc_item(foreach_call* c, int k, const hlo_type* t) {
   return hlo_binary(c->b, "add", operand(c, 0, k, t), term);
 }
 
-/* norm(self, ord, dtype): ord is compiled in (the entry sets scalars_in_key).
+/* norm(self, ord, dtype): ord is compiled in (the entry sets TPU_OP_SCALARS_IN_KEY).
  * inf/-inf: max/min of |x| (NaN wins); 0: the nonzero count; otherwise
  * (sum |x|^p)^(1/p), with p = 1 and 2 done without pow. */
 static hlo_value norm_item(foreach_call* c, int k, const hlo_type* t) {
@@ -209,27 +209,27 @@ done:
 }
 
 static const tpu_op_entry entries[] = {
-    {"_foreach_abs", lower_foreach, false},
-    {"_foreach_add", lower_foreach, false},
-    {"_foreach_addcdiv", lower_foreach, false},
-    {"_foreach_addcmul", lower_foreach, false},
-    {"_foreach_clamp_max", lower_foreach, false},
-    {"_foreach_clamp_min", lower_foreach, false},
-    {"_foreach_copy", lower_foreach, false},
-    {"_foreach_div", lower_foreach, false},
-    {"_foreach_exp", lower_foreach, false},
-    {"_foreach_lerp", lower_foreach, false},
-    {"_foreach_maximum", lower_foreach, false},
-    {"_foreach_minimum", lower_foreach, false},
-    {"_foreach_mul", lower_foreach, false},
-    {"_foreach_neg", lower_foreach, false},
-    {"_foreach_norm", lower_foreach, true},
-    {"_foreach_pow", lower_foreach, false},
-    {"_foreach_reciprocal", lower_foreach, false},
-    {"_foreach_sign", lower_foreach, false},
-    {"_foreach_sqrt", lower_foreach, false},
-    {"_foreach_sub", lower_foreach, false},
-    {"_foreach_zero", lower_foreach, false},
+    {"_foreach_abs", lower_foreach, 0},
+    {"_foreach_add", lower_foreach, 0},
+    {"_foreach_addcdiv", lower_foreach, 0},
+    {"_foreach_addcmul", lower_foreach, 0},
+    {"_foreach_clamp_max", lower_foreach, 0},
+    {"_foreach_clamp_min", lower_foreach, 0},
+    {"_foreach_copy", lower_foreach, 0},
+    {"_foreach_div", lower_foreach, 0},
+    {"_foreach_exp", lower_foreach, 0},
+    {"_foreach_lerp", lower_foreach, 0},
+    {"_foreach_maximum", lower_foreach, 0},
+    {"_foreach_minimum", lower_foreach, 0},
+    {"_foreach_mul", lower_foreach, 0},
+    {"_foreach_neg", lower_foreach, 0},
+    {"_foreach_norm", lower_foreach, TPU_OP_SCALARS_IN_KEY},
+    {"_foreach_pow", lower_foreach, 0},
+    {"_foreach_reciprocal", lower_foreach, 0},
+    {"_foreach_sign", lower_foreach, 0},
+    {"_foreach_sqrt", lower_foreach, 0},
+    {"_foreach_sub", lower_foreach, 0},
+    {"_foreach_zero", lower_foreach, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_foreach, entries);

@@ -261,8 +261,8 @@ static tpu_status lower_grid_sampler_backward(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"grid_sampler_2d", lower_grid_sampler, false},
-    {"grid_sampler_2d_backward", lower_grid_sampler_backward, false},
+    {"grid_sampler_2d", lower_grid_sampler, 0},
+    {"grid_sampler_2d_backward", lower_grid_sampler_backward, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_grid_sample, entries);

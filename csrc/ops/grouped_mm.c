@@ -77,7 +77,7 @@ static tpu_status lower_grouped_mm(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"_grouped_mm", lower_grouped_mm, false},
+    {"_grouped_mm", lower_grouped_mm, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_grouped_mm, entries);

@@ -12,7 +12,7 @@
  * value adds 1 at its bin through one scatter-add. float16/bfloat16 bins
  * and counts are float32, rounded once at the end: PyTorch's CPU kernel
  * rounds after each step, so its bfloat16 counts past 256 drift. min and
- * max are compiled in (scalars_in_key), so PyTorch's meta kernel checks
+ * max are compiled in (TPU_OP_SCALARS_IN_KEY), so PyTorch's meta kernel checks
  * each pair once. */
 #include <math.h>
 
@@ -76,8 +76,8 @@ static tpu_status lower_bincount(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"bincount", lower_bincount, false},
-    {"histc", lower_histc, true},
+    {"bincount", lower_bincount, 0},
+    {"histc", lower_histc, TPU_OP_SCALARS_IN_KEY},
 };
 
 TPU_OP_FAMILY(tpu_ops_histogram, entries);

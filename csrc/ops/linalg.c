@@ -8,6 +8,7 @@
  * rounded once, after the beta/alpha terms. */
 #include <string.h>
 
+#include "hlo/complex_ops.h"
 #include "hlo/slice_ops.h"
 #include "ops/families.h"
 
@@ -32,7 +33,7 @@ static const contraction contractions[] = {
     {"dot", 0, {0}, {0}, 1, false},
     {"mm", 0, {1}, {0}, 1, false},
     {"mv", 0, {1}, {0}, 1, false},
-    {"vdot", 0, {0}, {0}, 1, false},        /* real dtypes only: no conjugate */
+    {"vdot", 0, {0}, {0}, 1, false},        /* conjugates its first operand */
 };
 
 /* Scalar argument `index` as a 0-d value of t broadcast to like's shape. */
@@ -53,6 +54,8 @@ static tpu_status lower_product(tpu_lowering* l) {
   int first = c->accumulates ? 1 : 0;
   tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = tpu_dtype_compute(out);
   hlo_value lhs = tpu_lower_value(l, first, out), rhs = tpu_lower_value(l, first + 1, out);
+  if (!strcmp(name, "vdot") && tpu_dtype_is_complex(out))
+    lhs = hlo_complex(b, hlo_real(b, lhs), hlo_unary(b, "negate", hlo_imag(b, lhs)));
   static const int64_t batch_dims[1] = {0};
   hlo_value r = hlo_dot_general(b, lhs, rhs, batch_dims, batch_dims, c->batch, c->lhs, c->rhs,
                                 c->count, t);
@@ -97,12 +100,12 @@ static tpu_status lower_cross(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"addbmm", lower_product, false}, {"addmm", lower_product, false},
-    {"addmv", lower_product, false},  {"addr", lower_product, false},
-    {"baddbmm", lower_product, false}, {"bmm", lower_product, false},
-    {"dot", lower_product, false},    {"linalg_cross", lower_cross, false},
-    {"mm", lower_product, false},
-    {"mv", lower_product, false},     {"vdot", lower_product, false},
+    {"addbmm", lower_product, TPU_OP_COMPLEX},  {"addmm", lower_product, TPU_OP_COMPLEX},
+    {"addmv", lower_product, TPU_OP_COMPLEX},   {"addr", lower_product, TPU_OP_COMPLEX},
+    {"baddbmm", lower_product, TPU_OP_COMPLEX}, {"bmm", lower_product, TPU_OP_COMPLEX},
+    {"dot", lower_product, TPU_OP_COMPLEX},     {"linalg_cross", lower_cross, 0},
+    {"mm", lower_product, TPU_OP_COMPLEX},      {"mv", lower_product, TPU_OP_COMPLEX},
+    {"vdot", lower_product, TPU_OP_COMPLEX},
 };
 
 TPU_OP_FAMILY(tpu_ops_linalg, entries);

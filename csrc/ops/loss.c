@@ -386,21 +386,21 @@ static tpu_status lower_multi_margin_backward(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"binary_cross_entropy", lower_pointwise, false},
-    {"binary_cross_entropy_backward", lower_pointwise, false},
-    {"binary_cross_entropy_with_logits", lower_pointwise, false},
-    {"huber_loss", lower_pointwise, false},
-    {"huber_loss_backward", lower_pointwise, false},
-    {"mse_loss", lower_pointwise, false},
-    {"mse_loss_backward", lower_pointwise, false},
-    {"multi_margin_loss", lower_multi_margin, true},
-    {"multi_margin_loss_backward", lower_multi_margin_backward, true},
-    {"nll_loss2d_backward", lower_nll_backward, false},
-    {"nll_loss2d_forward", lower_nll_forward, false},
-    {"nll_loss_backward", lower_nll_backward, false},
-    {"nll_loss_forward", lower_nll_forward, false},
-    {"smooth_l1_loss", lower_pointwise, false},
-    {"smooth_l1_loss_backward", lower_pointwise, false},
+    {"binary_cross_entropy", lower_pointwise, 0},
+    {"binary_cross_entropy_backward", lower_pointwise, 0},
+    {"binary_cross_entropy_with_logits", lower_pointwise, 0},
+    {"huber_loss", lower_pointwise, 0},
+    {"huber_loss_backward", lower_pointwise, 0},
+    {"mse_loss", lower_pointwise, 0},
+    {"mse_loss_backward", lower_pointwise, 0},
+    {"multi_margin_loss", lower_multi_margin, TPU_OP_SCALARS_IN_KEY},
+    {"multi_margin_loss_backward", lower_multi_margin_backward, TPU_OP_SCALARS_IN_KEY},
+    {"nll_loss2d_backward", lower_nll_backward, 0},
+    {"nll_loss2d_forward", lower_nll_forward, 0},
+    {"nll_loss_backward", lower_nll_backward, 0},
+    {"nll_loss_forward", lower_nll_forward, 0},
+    {"smooth_l1_loss", lower_pointwise, 0},
+    {"smooth_l1_loss_backward", lower_pointwise, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_loss, entries);

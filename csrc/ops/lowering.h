@@ -92,8 +92,13 @@ typedef tpu_status (*tpu_lower_fn)(tpu_lowering* l);
 typedef struct tpu_op_entry {
   const char* name;     /* ATen schema name without '_' suffix or namespace */
   tpu_lower_fn lower;
-  bool scalars_in_key;  /* the program depends on scalar values (output shape) */
+  unsigned flags;       /* TPU_OP_* */
 } tpu_op_entry;
+
+enum {
+  TPU_OP_SCALARS_IN_KEY = 1, /* the program depends on scalar values (output shape) */
+  TPU_OP_COMPLEX = 2,        /* the lowering handles complex tensors and numbers */
+};
 
 /* The lowering table (ops/registry.c): looks up the base name. */
 const tpu_op_entry* tpu_op_find(const char* base_name);

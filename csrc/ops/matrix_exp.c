@@ -89,7 +89,7 @@ static tpu_status lower_matrix_exp(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"linalg_matrix_exp", lower_matrix_exp, false},
+    {"linalg_matrix_exp", lower_matrix_exp, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_matrix_exp, entries);

@@ -410,18 +410,18 @@ static tpu_status lower_group_norm_backward(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"_fused_rms_norm", lower_rms_norm, false},
-    {"_fused_rms_norm_backward", lower_rms_norm_backward, false},
-    {"_batch_norm_with_update", lower_batch_norm, false},
-    {"_native_batch_norm_legit", lower_batch_norm, false},
-    {"_native_batch_norm_legit_no_training", lower_batch_norm, false},
-    {"batch_norm_backward", lower_batch_norm_backward, false},
-    {"native_batch_norm", lower_batch_norm, false},
-    {"native_batch_norm_backward", lower_batch_norm_backward, false},
-    {"native_group_norm", lower_group_norm, false},
-    {"native_group_norm_backward", lower_group_norm_backward, false},
-    {"native_layer_norm", lower_layer_norm, false},
-    {"native_layer_norm_backward", lower_layer_norm_backward, false},
+    {"_fused_rms_norm", lower_rms_norm, 0},
+    {"_fused_rms_norm_backward", lower_rms_norm_backward, 0},
+    {"_batch_norm_with_update", lower_batch_norm, 0},
+    {"_native_batch_norm_legit", lower_batch_norm, 0},
+    {"_native_batch_norm_legit_no_training", lower_batch_norm, 0},
+    {"batch_norm_backward", lower_batch_norm_backward, 0},
+    {"native_batch_norm", lower_batch_norm, 0},
+    {"native_batch_norm_backward", lower_batch_norm_backward, 0},
+    {"native_group_norm", lower_group_norm, 0},
+    {"native_group_norm_backward", lower_group_norm_backward, 0},
+    {"native_layer_norm", lower_layer_norm, 0},
+    {"native_layer_norm_backward", lower_layer_norm_backward, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_norm, entries);

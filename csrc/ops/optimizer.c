@@ -291,10 +291,10 @@ done:
 }
 
 static const tpu_op_entry entries[] = {
-    {"_fused_adam", lower_fused_step, false},
-    {"_fused_adamw", lower_fused_step, false},
-    {"_fused_sgd", lower_fused_step, false},
-    {"_fused_adagrad", lower_fused_step, false},
+    {"_fused_adam", lower_fused_step, 0},
+    {"_fused_adamw", lower_fused_step, 0},
+    {"_fused_sgd", lower_fused_step, 0},
+    {"_fused_adagrad", lower_fused_step, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_optimizer, entries);

@@ -202,7 +202,7 @@ static tpu_status lower_moments(tpu_lowering* l) {
 
 /* Vector norms: linalg_vector_norm(self, ord, dims, keepdim, dtype) and
  * norm(self, p, [dims, keepdim,] [dtype]). The order picks the formula, so
- * it is compiled in (these entries set scalars_in_key). */
+ * it is compiled in (these entries set TPU_OP_SCALARS_IN_KEY). */
 static tpu_status lower_norm(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   double p = tpu_lower_is_none(l, 1) ? 2 : tpu_lower_scalar_constant(l, 1);
@@ -216,7 +216,7 @@ static tpu_status lower_norm(tpu_lowering* l) {
 /* renorm(self, p, dim, maxnorm): each slice along dim whose p-norm over the
  * other dims (in float32 or wider) exceeds maxnorm is scaled by
  * maxnorm / (norm + 1e-7), the factor rounded to self's dtype first, as in
- * PyTorch's kernels; other slices stay. p is compiled in (scalars_in_key). */
+ * PyTorch's kernels; other slices stay. p is compiled in (TPU_OP_SCALARS_IN_KEY). */
 static tpu_status lower_renorm(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type in = tpu_lower_arg_type(l, 0);
@@ -426,39 +426,39 @@ static tpu_status lower_trace(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"_cummax_helper", lower_cumulative_extreme, false},
-    {"_cummin_helper", lower_cumulative_extreme, false},
-    {"_log_softmax", lower_softmax, false},
-    {"_log_softmax_backward_data", lower_softmax_backward, false},
-    {"_safe_softmax", lower_softmax, false},
-    {"_softmax", lower_softmax, false},
-    {"_logcumsumexp", lower_logcumsumexp, false},
-    {"_softmax_backward_data", lower_softmax_backward, false},
-    {"all", lower_all_any, false},
-    {"amax", lower_extreme, false},
-    {"amin", lower_extreme, false},
-    {"aminmax", lower_aminmax, false},
-    {"any", lower_all_any, false},
-    {"argmax", lower_arg_extreme, false},
-    {"argmin", lower_arg_extreme, false},
-    {"count_nonzero", lower_count_nonzero, false},
-    {"cumprod", lower_cumulative, false},
-    {"cumsum", lower_cumulative, false},
-    {"linalg_vector_norm", lower_norm, true},
-    {"logsumexp", lower_logsumexp, false},
-    {"max", lower_extreme, false},
-    {"mean", lower_mean, false},
-    {"min", lower_extreme, false},
-    {"nansum", lower_sum_prod, false},
-    {"norm", lower_norm, true},
-    {"prod", lower_sum_prod, false},
-    {"renorm", lower_renorm, true},
-    {"std", lower_moments, false},
-    {"std_mean", lower_moments, false},
-    {"sum", lower_sum_prod, false},
-    {"trace", lower_trace, false},
-    {"var", lower_moments, false},
-    {"var_mean", lower_moments, false},
+    {"_cummax_helper", lower_cumulative_extreme, 0},
+    {"_cummin_helper", lower_cumulative_extreme, 0},
+    {"_log_softmax", lower_softmax, 0},
+    {"_log_softmax_backward_data", lower_softmax_backward, 0},
+    {"_safe_softmax", lower_softmax, 0},
+    {"_softmax", lower_softmax, 0},
+    {"_logcumsumexp", lower_logcumsumexp, 0},
+    {"_softmax_backward_data", lower_softmax_backward, 0},
+    {"all", lower_all_any, 0},
+    {"amax", lower_extreme, 0},
+    {"amin", lower_extreme, 0},
+    {"aminmax", lower_aminmax, 0},
+    {"any", lower_all_any, 0},
+    {"argmax", lower_arg_extreme, 0},
+    {"argmin", lower_arg_extreme, 0},
+    {"count_nonzero", lower_count_nonzero, 0},
+    {"cumprod", lower_cumulative, 0},
+    {"cumsum", lower_cumulative, 0},
+    {"linalg_vector_norm", lower_norm, TPU_OP_SCALARS_IN_KEY},
+    {"logsumexp", lower_logsumexp, 0},
+    {"max", lower_extreme, 0},
+    {"mean", lower_mean, TPU_OP_COMPLEX},
+    {"min", lower_extreme, 0},
+    {"nansum", lower_sum_prod, 0},
+    {"norm", lower_norm, TPU_OP_SCALARS_IN_KEY},
+    {"prod", lower_sum_prod, TPU_OP_COMPLEX},
+    {"renorm", lower_renorm, TPU_OP_SCALARS_IN_KEY},
+    {"std", lower_moments, 0},
+    {"std_mean", lower_moments, 0},
+    {"sum", lower_sum_prod, TPU_OP_COMPLEX},
+    {"trace", lower_trace, 0},
+    {"var", lower_moments, 0},
+    {"var_mean", lower_moments, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_reduce, entries);

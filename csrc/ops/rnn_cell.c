@@ -145,10 +145,10 @@ static tpu_status lower_gru_cell_backward(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"_thnn_fused_gru_cell", lower_gru_cell, false},
-    {"_thnn_fused_gru_cell_backward", lower_gru_cell_backward, false},
-    {"_thnn_fused_lstm_cell", lower_lstm_cell, false},
-    {"_thnn_fused_lstm_cell_backward_impl", lower_lstm_cell_backward, false},
+    {"_thnn_fused_gru_cell", lower_gru_cell, 0},
+    {"_thnn_fused_gru_cell_backward", lower_gru_cell_backward, 0},
+    {"_thnn_fused_lstm_cell", lower_lstm_cell, 0},
+    {"_thnn_fused_lstm_cell_backward_impl", lower_lstm_cell_backward, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_rnn_cell, entries);

@@ -268,15 +268,15 @@ static tpu_status lower_isin(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"bucketize", lower_searchsorted, false},
-    {"isin", lower_isin, false},
-    {"kthvalue", lower_kthvalue, false},
-    {"median", lower_median, false},
-    {"mode", lower_mode, false},
-    {"nanmedian", lower_median, false},
-    {"searchsorted", lower_searchsorted, false},
-    {"sort", lower_sort, false},
-    {"topk", lower_topk, false},
+    {"bucketize", lower_searchsorted, 0},
+    {"isin", lower_isin, 0},
+    {"kthvalue", lower_kthvalue, 0},
+    {"median", lower_median, 0},
+    {"mode", lower_mode, 0},
+    {"nanmedian", lower_median, 0},
+    {"searchsorted", lower_searchsorted, 0},
+    {"sort", lower_sort, 0},
+    {"topk", lower_topk, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_sort, entries);

@@ -62,8 +62,8 @@ static tpu_status lower_solve_triangular(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"linalg_cholesky_ex", lower_cholesky, false},
-    {"linalg_solve_triangular", lower_solve_triangular, false},
+    {"linalg_cholesky_ex", lower_cholesky, 0},
+    {"linalg_solve_triangular", lower_solve_triangular, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_triangular, entries);

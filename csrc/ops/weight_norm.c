@@ -64,8 +64,8 @@ static tpu_status lower_weight_norm_backward(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"_weight_norm_interface", lower_weight_norm, false},
-    {"_weight_norm_interface_backward", lower_weight_norm_backward, false},
+    {"_weight_norm_interface", lower_weight_norm, 0},
+    {"_weight_norm_interface_backward", lower_weight_norm_backward, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_weight_norm, entries);

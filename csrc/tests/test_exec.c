@@ -128,6 +128,43 @@ static void test_add_and_cache(void) {
   CHECK(tpu_memory_allocated(0) == 0);
 }
 
+/* Complex storage read and written through float views and back
+ * (view_as_real, view_as_complex), and a complex scalar operand. */
+static void test_complex_views(void) {
+  float pairs[6] = {1, 2, 3, 4, 5, 6}; /* 1+2i, 3+4i, 5+6i */
+  tpu_tensor parts;
+  tpu_buffer* storage = upload_f32(pairs, 6, &parts); /* first written as float32 */
+  int64_t three = 3;
+  tpu_tensor z = dense(storage, TPU_C64, 1, &three);
+  float out[6];
+  /* z * (0 + 1i) = (-2+1i, -4+3i, -6+5i), written through the complex view */
+  tpu_arg mul[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = z},
+                    {.kind = TPU_ARG_SCALAR, .u.scalar = {TPU_C128, 0, 0, 1}}};
+  CHECK_OK(run("mul", mul, 2, &z, 1));
+  CHECK_OK(tpu_tensor_to_host(&parts, out));
+  float turned[6] = {-2, 1, -4, 3, -6, 5};
+  for (int i = 0; i < 6; i++) CHECK(out[i] == turned[i]);
+  /* the imaginary parts (a strided float view of what is now complex
+   * storage) filled with 9, then read as complex numbers */
+  tpu_tensor imag = parts;
+  imag.sizes[0] = 3;
+  imag.strides[0] = 2;
+  imag.offset = 1;
+  tpu_arg fill[2] = {{.kind = TPU_ARG_TENSOR, .u.tensor = imag},
+                     {.kind = TPU_ARG_SCALAR, .u.scalar = {TPU_F64, 9.0, 0}}};
+  CHECK_OK(run("fill_", fill, 2, &imag, 1));
+  CHECK_OK(tpu_tensor_to_host(&z, out));
+  float filled[6] = {-2, 9, -4, 9, -6, 9};
+  for (int i = 0; i < 6; i++) CHECK(out[i] == filled[i]);
+  /* a complex view past the storage's end is refused */
+  tpu_tensor beyond = z;
+  beyond.offset = 1;
+  tpu_status s = tpu_tensor_to_host(&beyond, out);
+  CHECK(tpu_status_code_of(s) == TPU_INVALID_ARGUMENT && strstr(tpu_status_message(s), "outside"));
+  tpu_status_free(s);
+  tpu_buffer_release(storage);
+}
+
 /* One fused "step": tmp = a * s (a temporary, released before the sync),
  * out = tmp + b. Returns out's values through `host`. */
 static void fused_step(tpu_tensor ta, tpu_tensor tb, tpu_tensor to, double scale, float* host) {
@@ -326,6 +363,7 @@ int main(void) {
   setenv("TORCH_TPU_MAX_PROGRAM_MAPS", "8", 1);
   if (check_runtime_init()) {
     test_add_and_cache();
+    test_complex_views();
     test_fused_graph();
     test_launched_graphs();
     test_captured_program();

@@ -11,6 +11,7 @@ static const struct {
     [TPU_F16] = {2, "float16", "f16"},    [TPU_BF16] = {2, "bfloat16", "bf16"},
     [TPU_F32] = {4, "float32", "f32"},    [TPU_F64] = {8, "float64", "f64"},
     [TPU_U32] = {4, "uint32", "ui32"},    [TPU_U64] = {8, "uint64", "ui64"},
+    [TPU_C64] = {8, "complex64", "complex<f32>"}, [TPU_C128] = {16, "complex128", "complex<f64>"},
 };
 
 static bool valid(tpu_dtype dtype) { return (unsigned)dtype < TPU_DTYPE_COUNT; }
@@ -22,6 +23,17 @@ bool tpu_dtype_is_float(tpu_dtype dtype) { return dtype >= TPU_F16 && dtype <= T
 bool tpu_dtype_is_signed_int(tpu_dtype dtype) { return dtype >= TPU_I8 && dtype <= TPU_I64; }
 bool tpu_dtype_is_integral(tpu_dtype dtype) {
   return (dtype >= TPU_U8 && dtype <= TPU_I64) || dtype == TPU_U32 || dtype == TPU_U64;
+}
+
+bool tpu_dtype_is_complex(tpu_dtype dtype) { return dtype == TPU_C64 || dtype == TPU_C128; }
+
+tpu_dtype tpu_dtype_real_part(tpu_dtype dtype) {
+  return dtype == TPU_C64 ? TPU_F32 : dtype == TPU_C128 ? TPU_F64 : dtype;
+}
+
+tpu_dtype tpu_dtype_complex_of(tpu_dtype dtype) {
+  if (tpu_dtype_is_complex(dtype)) return dtype;
+  return dtype == TPU_F64 ? TPU_C128 : TPU_C64;
 }
 
 tpu_dtype tpu_dtype_compute(tpu_dtype dtype) {

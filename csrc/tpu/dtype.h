@@ -22,6 +22,8 @@ typedef enum tpu_dtype {
   TPU_F64,
   TPU_U32, /* random bits and RNG state only */
   TPU_U64,
+  TPU_C64,  /* complex: a float pair, real part first, as PyTorch stores it */
+  TPU_C128,
   TPU_DTYPE_COUNT
 } tpu_dtype;
 
@@ -33,6 +35,12 @@ const char* tpu_dtype_mlir(tpu_dtype dtype);     /* "f32", as MLIR spells it */
 bool tpu_dtype_is_float(tpu_dtype dtype);
 bool tpu_dtype_is_signed_int(tpu_dtype dtype);   /* i8..i64 */
 bool tpu_dtype_is_integral(tpu_dtype dtype);     /* u8, i8..i64, u32, u64 (not bool) */
+bool tpu_dtype_is_complex(tpu_dtype dtype);
+/* A complex type's parts (complex64 -> float32); any other type is itself. */
+tpu_dtype tpu_dtype_real_part(tpu_dtype dtype);
+/* The complex type with parts of `dtype`: float64 -> complex128, other
+ * floats complex64 (as PyTorch promotes); a complex type is itself. */
+tpu_dtype tpu_dtype_complex_of(tpu_dtype dtype);
 /* The type arithmetic runs in: float16/bfloat16 widen to float32, as in
  * ATen's CPU kernels; every other type is itself. */
 tpu_dtype tpu_dtype_compute(tpu_dtype dtype);

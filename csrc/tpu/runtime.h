@@ -111,7 +111,8 @@ typedef struct tpu_arg {
   union {
     tpu_tensor tensor;
     struct { const tpu_tensor* items; int count; } tensors; /* item.buffer NULL = None */
-    struct { tpu_dtype type; double f; int64_t i; } scalar; /* type: TPU_BOOL, TPU_I64 or TPU_F64 */
+    /* type: TPU_BOOL, TPU_I64, TPU_F64 or TPU_C128 (f + imag i) */
+    struct { tpu_dtype type; double f; int64_t i; double imag; } scalar;
     int64_t i;
     double f;
     bool b;

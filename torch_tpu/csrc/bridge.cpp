@@ -27,14 +27,21 @@ tpu_dtype to_tpu_dtype(at::ScalarType type, const char* op) {
     case at::kBFloat16: return TPU_BF16;
     case at::kFloat: return TPU_F32;
     case at::kDouble: return TPU_F64;
+    case at::kComplexFloat: return TPU_C64;
+    case at::kComplexDouble: return TPU_C128;
     default: break;
   }
   TORCH_CHECK_NOT_IMPLEMENTED(false, op, ": dtype ", type,
                               " is not supported on tpu; supported: bool, uint8, int8, int16, int32, "
-                              "int64, float16, bfloat16, float32, float64");
+                              "int64, float16, bfloat16, float32, float64, complex64, complex128");
 }
 
 at::ScalarType to_scalar_type(tpu_dtype dtype) {
+  switch (dtype) {
+    case TPU_C64: return at::kComplexFloat;
+    case TPU_C128: return at::kComplexDouble;
+    default: break;
+  }
   static const at::ScalarType types[] = {at::kBool, at::kByte,  at::kChar,     at::kShort,
                                          at::kInt,  at::kLong,  at::kHalf,     at::kBFloat16,
                                          at::kFloat, at::kDouble};

@@ -145,6 +145,11 @@ struct CallArgs {
       return to_tpu_tensor(uploads.back(), op);
     }
     note_device(t);
+    if (t.is_conj() || t.is_neg()) {  // a lazy conjugate reaches mm and dot unresolved: read its values
+      if (uploads.capacity() == 0) uploads.reserve(arg_count);
+      uploads.push_back(t.resolve_conj().resolve_neg());
+      return to_tpu_tensor(uploads.back(), op);
+    }
     return to_tpu_tensor(t, op);
   }
 
@@ -157,8 +162,11 @@ struct CallArgs {
     } else if (s.isBoolean()) {
       a.u.scalar.type = TPU_BOOL;
       a.u.scalar.i = s.toBool();
+    } else if (s.isComplex()) {
+      a.u.scalar.type = TPU_C128;
+      a.u.scalar.f = s.toComplexDouble().real();
+      a.u.scalar.imag = s.toComplexDouble().imag();
     } else {
-      TORCH_CHECK_NOT_IMPLEMENTED(s.isIntegral(false), op, ": complex numbers are not supported on tpu");
       a.u.scalar.type = TPU_I64;
       a.u.scalar.i = s.toLong();
     }
@@ -580,8 +588,15 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       sizes.push_back(m.sizes().data());
       strides.push_back(strides.size() >= targets.size() && !m.is_contiguous() ? m.strides().data() : nullptr);
     }
-    check(tpu_op_plan_create(&call, static_cast<int>(metas.size()), dtypes.data(), ranks.data(), sizes.data(),
-                             strides.data(), fixed.get(), &plan));
+    tpu_status created = tpu_op_plan_create(&call, static_cast<int>(metas.size()), dtypes.data(), ranks.data(),
+                                            sizes.data(), strides.data(), fixed.get(), &plan);
+    if (created && tpu_status_code_of(created) == TPU_UNIMPLEMENTED && cpu_fallback_enabled()) {
+      tpu_status_free(created);  // a form the lowering refuses (complex numbers): the CPU runs it
+      count_cpu_fallback(name + (info.overload.empty() ? "" : "." + info.overload));
+      at::native::cpu_fallback(op, stack);
+      return;
+    }
+    check(created);
     fixed.release();  // the plan keeps it
   }
   const auto* fixed = static_cast<const FixedReturns*>(tpu_op_plan_host_data(plan));

@@ -12,6 +12,8 @@
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -108,6 +110,29 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
 // Copies between tpu and host, or within tpu (an op program that converts
 // dtype and broadcasts), for every layout on either side; whole storages
 // byte for byte.
+// A tensor's conjugate and negative bits (lazy conj() and the negated
+// imaginary part of a conjugate) say how its stored values read; copy_
+// moves stored values, so it applies the bits itself, as ATen's copy does.
+// `stored` is the values a tensor with `like`'s bits must store to read as
+// `values` (a CPU tensor).
+at::Tensor stored_as(at::Tensor values, const at::Tensor& like) {
+  values = values.resolve_conj().resolve_neg();
+  if (like.is_conj()) values = values.conj_physical();
+  if (like.is_neg()) values = values.neg();
+  return values;
+}
+
+// After a device-to-device copy of stored values: the destination's stored
+// values conjugated or negated where the two tensors' bits differ.
+void fix_bits(at::Tensor& self, const at::Tensor& src) {
+  if (self.is_conj() == src.is_conj() && self.is_neg() == src.is_neg()) return;
+  at::Tensor raw = self.alias();
+  raw._set_conj(false);
+  raw._set_neg(false);
+  if (self.is_conj() != src.is_conj()) raw.conj_physical_();
+  if (self.is_neg() != src.is_neg()) raw.neg_();
+}
+
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   if (self.numel() == 0) return self;
   bool to_tpu = self.device().type() == kTpu, from_tpu = src.device().type() == kTpu;
@@ -119,10 +144,11 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
     tpu_tensor src_view = to_tpu_tensor(src, "copy_");
     tpu_tensor dst_view = to_tpu_tensor(self, "copy_");
     check(tpu_tensor_copy(&dst_view, &src_view));
+    fix_bits(self, src);
     return self;
   }
   if (to_tpu) {
-    at::Tensor host = src.to(at::kCPU).to(self.scalar_type()).expand_as(self).contiguous();
+    at::Tensor host = stored_as(src.to(at::kCPU).to(self.scalar_type()).expand_as(self), self).contiguous();
     if (is_storage_bytes(self)) {
       check(tpu_buffer_from_host(buffer_of(self.storage()), host.data_ptr()));
       return self;
@@ -139,6 +165,8 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
     tpu_tensor view = to_tpu_tensor(src, "copy_");
     check(tpu_tensor_to_host(&view, host.data_ptr()));
   }
+  host._set_conj(src.is_conj());
+  host._set_neg(src.is_neg());
   self.copy_(host);
   return self;
 }
@@ -383,6 +411,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);
   m.impl("unfold", at::native::unfold);
+  // Views that change the element type share the storage; the runtime
+  // reads complex storage as float pairs and back (exec/view.c).
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("resize_", resize_);
   m.impl("set_.source_Storage_storage_offset", set_storage);
   m.impl("set_.source_Tensor", set_source_tensor);
@@ -411,6 +443,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // group, reading each offset back to the host; the lowering does all
   // groups in one program.
   m.impl("_grouped_mm", torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
+  // conj_physical_'s CompositeExplicitAutograd kernel calls the CPU/CUDA
+  // kernel directly; the lowering does it.
+  m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&tpu_fallback>());
   // PyTorch's kernels of the attention form it leaves to other devices
   // (see attention_choice.cpp) only raise; the lowering is one program.
   m.impl("_scaled_dot_product_fused_attention_overrideable",

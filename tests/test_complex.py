@@ -1,0 +1,314 @@
+"""Complex tensors on tpu against PyTorch's CPU results: transfers, the
+views between complex and float storage (view_as_real, view_as_complex,
+.real, .imag), lazy conjugates, arithmetic with complex, real and Python
+complex operands, the ops that build and measure complex numbers, products,
+reductions, data movement, autograd, and a LLaMA-style rotary embedding.
+
+complex64 compares with parity's float32 tolerances (rtol 1.3e-6, atol
+1e-5; looser where a transcendental or a long sum is involved, stated at
+the test), complex128 with 1e-7."""
+import os
+import sys
+
+import pytest
+import torch
+
+import torch_tpu
+
+sys.path.insert(0, os.path.dirname(__file__))
+from parity import assert_close, check  # noqa: E402
+
+COMPLEX = [torch.complex64, torch.complex128]
+
+
+def make(shape, dtype=torch.complex64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_complex:
+        real = torch.float64 if dtype == torch.complex128 else torch.float32
+        return torch.complex(torch.randn(shape, generator=g, dtype=real), torch.randn(shape, generator=g, dtype=real))
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("shape", [(), (0, 3), (5,), (3, 4, 2)])
+def test_round_trip(dtype, shape):
+    z = make(shape, dtype)
+    t = z.to("tpu")
+    assert t.dtype == dtype and t.shape == z.shape
+    assert torch.equal(t.cpu(), z)
+    assert torch.equal(t.clone().cpu(), z)
+
+
+@pytest.mark.filterwarnings("ignore:Casting complex values to real")
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_non_contiguous_and_conversions(dtype):
+    z = make((4, 6), dtype)
+    check(lambda x: x.mT.contiguous(), z)
+    check(lambda x: x[:, ::2] + 0, z)
+    real = make((4, 6), torch.float32)
+    check(lambda x: x.to(dtype), real)  # imaginary part zero
+    check(lambda x: x.to(torch.float64), z)  # drops the imaginary part (PyTorch warns once)
+    check(lambda x: x.to(torch.bool), torch.tensor([0j, 1j, 1 + 0j, 0j], dtype=dtype))
+    check(lambda x: x.to(torch.complex128 if dtype == torch.complex64 else torch.complex64), z)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_view_as_real_and_complex_read_and_write(dtype):
+    z = make((3, 4), dtype)
+    check(torch.view_as_real, z)
+    check(lambda x: torch.view_as_real(x[1:, ::2]), z)
+    check(lambda x: (x.real, x.imag), z)
+    pairs = torch.view_as_real(z).clone()
+    check(torch.view_as_complex, pairs)
+    check(lambda p: torch.view_as_complex(p[1:]), pairs)
+
+    def write_real_view(x):
+        torch.view_as_real(x).mul_(2)
+        x.imag.zero_()
+        x.real[0].fill_(7)
+        return x
+
+    check(write_real_view, z)
+
+    def write_complex_view(p):
+        torch.view_as_complex(p).mul_(1j)
+        return p
+
+    check(write_complex_view, pairs)
+
+
+def test_fresh_storage_written_through_the_other_view():
+    # storage whose first write comes through a view of the other element type
+    cpu = torch.empty(3, dtype=torch.complex64)
+    t = torch.empty(3, dtype=torch.complex64, device="tpu")
+    values = torch.arange(6.0).reshape(3, 2)
+    torch.view_as_real(cpu).copy_(values)
+    torch.view_as_real(t).copy_(values.to("tpu"))
+    assert torch.equal(t.cpu(), cpu)
+    p = torch.zeros(8, device="tpu")
+    torch.view_as_complex(p.view(4, 2)).copy_(torch.tensor([1 + 2j, 3j, -1, 0.5 - 0.5j]))
+    assert torch.equal(p.cpu(), torch.tensor([1.0, 2, 0, 3, -1, 0, 0.5, -0.5]))
+
+
+def test_lazy_conjugate_and_negative_bits():
+    z = make((3, 4))
+    check(lambda x: x.conj(), z)
+    check(lambda x: x.conj().resolve_conj(), z)
+    check(lambda x: x.conj().imag, z)  # a negative view
+    check(lambda x: x.conj().imag * 2, z)
+    check(lambda x: x.conj_physical(), z)
+    check(lambda x: x.conj_physical_(), z)
+    check(lambda x: x.conj() @ x.mT, z)  # mm takes the conjugate unresolved
+    check(lambda x: torch.dot(x[0].conj(), x[1]), z)
+    check(lambda x: torch.empty_like(x).conj().copy_(x), z)
+    check(lambda x: torch.zeros_like(x).copy_(x.conj()), z)
+
+    t = z.to("tpu")
+    host = torch.empty(3, 4, dtype=torch.complex64).conj()
+    host.copy_(t)  # tpu -> a conjugate CPU view
+    assert torch.equal(host, z)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_arithmetic(dtype):
+    a, b = make((3, 4), dtype), make((3, 4), dtype, seed=1)
+    for fn in (torch.add, torch.sub, torch.mul, torch.div):
+        check(fn, a, b)
+    check(lambda x, y: torch.add(x, y, alpha=2 - 1j), a, b)
+    check(lambda x, y: torch.sub(x, y, alpha=3), a, b)
+    check(lambda x: x * (2 + 3j), a)
+    check(lambda x: (1 - 1j) / x, a)
+    check(lambda x: x + 1j, a)
+    check(lambda x, y: x.mul_(y), a, b)
+    check(lambda x: x.add_(0.5j), a)
+    check(lambda x, y: x == y, a, a.clone())
+    check(lambda x, y: x != y, a, b)
+
+
+def test_promotion_with_real_operands():
+    z = make((3, 4))
+    check(lambda x, y: x * y, z, make((4,), torch.float32))           # broadcast
+    check(lambda x, y: x + y, z, make((3, 4), torch.float64))         # complex64 + float64 -> complex128
+    check(lambda x, y: x * y, z, torch.arange(4))                     # int64
+    check(lambda x: x * 2j, make((3, 4), torch.float64))              # float64 * complex scalar -> complex128
+    check(lambda x: x * 2j, torch.arange(6).reshape(2, 3))            # int * complex scalar -> complex64
+    check(lambda x, y: x * y, make((3, 4), torch.float32), torch.tensor(1 + 2j, dtype=torch.complex64))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_unary(dtype):
+    z = make((4, 5), dtype)
+    z[0, 0] = 0
+    loose = dict(rtol=1e-5, atol=1e-5) if dtype == torch.complex64 else {}
+    for fn in (torch.neg, torch.abs, torch.angle, torch.sgn, torch.reciprocal):
+        check(fn, z)
+    for fn in (torch.exp, torch.log, torch.sqrt, torch.sin, torch.cos, torch.tanh, torch.sigmoid):
+        check(fn, z[1:], **loose)
+    check(lambda x: x ** 2, z, **loose)
+    check(lambda x: x ** 0.5, z[1:], **loose)
+    check(lambda x, y: x ** y, z[1:], make((3, 5), dtype, seed=2), **loose)
+    check(torch.isnan, torch.tensor([1j, complex("nan"), complex(0, float("nan"))], dtype=dtype))
+    check(torch.isfinite, torch.tensor([1j, complex("inf"), complex(0, float("nan"))], dtype=dtype))
+
+
+def test_angle_of_real_numbers():
+    x = torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan"), float("-inf")])
+    check(torch.angle, x)
+    check(torch.angle, torch.tensor([-3, 0, 4]))
+
+
+@pytest.mark.parametrize("real", [torch.float32, torch.float64])
+def test_complex_and_polar(real):
+    a, b = make((3, 4), real), make((4,), real, seed=1)
+    check(torch.complex, a, b)
+    check(torch.polar, a.abs(), b)
+    out = torch.empty(3, 4, dtype=torch.complex128 if real == torch.float64 else torch.complex64)
+    check(lambda x, y, o: torch.complex(x, y.expand(3, 4), out=o), a, b, out)
+
+
+def test_products():
+    a, b = make((3, 5)), make((5, 2), seed=1)
+    check(torch.mm, a, b)
+    check(torch.matmul, make((2, 3, 5)), make((2, 5, 4), seed=1))
+    check(lambda x, y: torch.addmm(x, a.to(x.device), b.to(x.device), beta=1j, alpha=2), make((3, 2), seed=2), b)
+    check(torch.mv, a, make((5,), seed=3))
+    check(torch.vdot, make((6,)), make((6,), seed=1))  # conjugates its first operand
+    check(torch.dot, make((6,)), make((6,), seed=1))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_reductions(dtype):
+    z = make((3, 4, 5), dtype)
+    check(lambda x: x.sum(), z)
+    check(lambda x: x.sum((0, 2)), z)
+    check(lambda x: x.mean(1, keepdim=True), z)
+    check(lambda x: x.prod(2), z, rtol=1e-5, atol=1e-5)
+    check(lambda x: x.sum(0), make((0, 3), dtype))
+
+
+def test_data_movement():
+    z = make((4, 5))
+    check(lambda x: torch.cat([x, x * 1j], 0), z)
+    check(lambda x: torch.stack([x, x.conj()], 2), z)
+    check(lambda x: x.flip(1), z)
+    check(lambda x: x.roll(2, 1), z)
+    check(lambda x: x.index_select(1, torch.tensor([4, 0, 2], device=x.device)), z)
+    check(lambda x: x.gather(1, torch.tensor([[0, 1]] * 4, device=x.device)), z)
+    check(lambda x: x[torch.tensor([3, 1], device=x.device)], z)
+    check(lambda x: torch.nn.functional.pad(x, (1, 2)), z)
+    check(lambda x: x.tril(), z)
+    check(lambda x: torch.where(x.real > 0, x, 1j), z)
+    check(lambda x: x.masked_fill(x.imag < 0, 2 + 2j), z)
+    check(lambda x: torch.full((2, 3), 1 - 2j, device=x.device), z)
+    check(lambda x: torch.zeros(2, dtype=x.dtype, device=x.device), z)
+
+
+def test_order_comparisons_raise():
+    t = make((3,)).to("tpu")
+    with pytest.raises(RuntimeError):
+        t < t
+    assert torch.equal((t + 1).cpu(), t.cpu() + 1)  # the process keeps working
+
+
+def test_unlowered_op_says_so_and_falls_back():
+    z = make((3, 4))
+    t = z.to("tpu")
+    with pytest.raises(NotImplementedError, match="cumsum.*complex numbers.*cpu_fallback"):
+        torch.cumsum(t, 1)
+    with torch_tpu.cpu_fallback():
+        assert_close(torch.cumsum(t, 1), torch.cumsum(z, 1))
+    assert_close(t * 2, z * 2)
+
+
+def test_autograd_through_complex_ops():
+    z = make((3, 4))
+    w = make((3, 4), seed=1)
+
+    def loss(x, y):
+        return ((x * y).abs() + torch.angle(x * 1j) + (x.conj() / y).real).sum()
+
+    grads = []
+    for dev in ("cpu", "tpu"):
+        x = z.to(dev, copy=True).requires_grad_()
+        loss(x, w.to(dev)).backward()
+        grads.append(x.grad)
+    assert_close(grads[1], grads[0], rtol=1e-5, atol=1e-5)
+
+
+def rotary(x, freqs_cis):
+    """LLaMA's rotary embedding: pairs of features as complex numbers, turned
+    by each position's angles."""
+    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    turned = xc * freqs_cis[None, :, None, :]
+    return torch.view_as_real(turned).flatten(3).type_as(x)
+
+
+def rotary_freqs(dim, positions, theta=10000.0):
+    freqs = 1.0 / theta ** (torch.arange(0, dim, 2).float() / dim)
+    angles = torch.outer(torch.arange(positions).float(), freqs)
+    return torch.polar(torch.ones_like(angles), angles)
+
+
+def test_rotary_embedding_forward_and_backward():
+    B, T, H, D = 2, 6, 3, 8
+    x = make((B, T, H, D), torch.float32)
+    weight = make((B, T, H, D), torch.float32, seed=1)
+    results = []
+    for dev in ("cpu", "tpu"):
+        freqs = rotary_freqs(D, T).to(dev)  # built on the device: polar there
+        xd = x.to(dev, copy=True).requires_grad_()
+        out = rotary(xd, freqs)
+        (out * weight.to(dev)).sum().backward()
+        results.append((out.detach(), xd.grad))
+    assert_close(results[1], results[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_randn_draws_complex_normals(dtype):
+    # as PyTorch draws them: each part normal with variance 1/2, so E|z|^2 = 1
+    z = torch.randn(200_000, dtype=dtype, device="tpu").cpu()
+    assert z.dtype == dtype
+    parts = torch.view_as_real(z).double()
+    assert parts.mean(0).abs().max() < 0.01
+    assert (parts.var(0) - 0.5).abs().max() < 0.01
+    assert abs(torch.corrcoef(parts.T)[0, 1]) < 0.01
+    shifted = torch.empty(50_000, dtype=dtype, device="tpu").normal_(2.0, 3.0).cpu()
+    assert abs(shifted.mean().real - 2) < 0.05 and abs(shifted.mean().imag) < 0.05
+    assert abs(shifted.abs().pow(2).mean() - 4 - 9) < 0.3  # |mean|^2 + std^2
+
+
+def test_save_load_and_deepcopy():
+    import copy
+    import io
+
+    z = make((3, 4))
+    t = z.to("tpu")
+    buf = io.BytesIO()
+    torch.save({"z": t}, buf)
+    buf.seek(0)
+    loaded = torch.load(buf)
+    assert loaded["z"].device.type == "tpu"
+    assert torch.equal(loaded["z"].cpu(), z)
+    assert torch.equal(torch.view_as_real(loaded["z"]).cpu(), torch.view_as_real(z))
+    buf.seek(0)
+    assert torch.equal(torch.load(buf, map_location="cpu")["z"], z)
+    assert torch.equal(copy.deepcopy(t).cpu(), z)
+
+
+def test_compiled_rotary_embedding_and_complex_scalars():
+    B, T, H, D = 2, 6, 3, 8
+    x = make((B, T, H, D), torch.float32)
+    freqs = rotary_freqs(D, T)
+    compiled = torch.compile(rotary, backend="tpu")
+    xd = x.to("tpu").requires_grad_()
+    out = compiled(xd, freqs.to("tpu"))
+    out.sum().backward()
+    xc = x.clone().requires_grad_()
+    expected = rotary(xc, freqs)
+    expected.sum().backward()
+    assert_close(out.detach(), expected.detach(), rtol=1e-5, atol=1e-5)
+    assert_close(xd.grad, xc.grad, rtol=1e-5, atol=1e-5)
+
+    z = make((5,))
+    scaled = torch.compile(lambda v: torch.view_as_real(v.conj() * (1 + 2j)), backend="tpu")
+    assert_close(scaled(z.to("tpu")), torch.view_as_real(z.conj() * (1 + 2j)))
