@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "hlo/complex_ops.h"
 #include "hlo/elementwise_extra_ops.h"
 #include "hlo/reduce_extra_ops.h"
 #include "ops/families.h"
@@ -179,17 +180,25 @@ static tpu_status lower_arg_extreme(tpu_lowering* l) {
 /* var/std(self, dims, correction, keepdim) and var_mean/std_mean, which
  * also output the mean. Two passes (mean, then centered squares) divided by
  * max(N - correction, 0) as PyTorch does, so too few elements give inf or
- * nan. correction is a runtime scalar; None means 1. */
+ * nan. correction is a runtime scalar; None means 1. A complex input's
+ * variance is that of its parts summed (its squares are |x - mean|^2), and
+ * its mean stays complex. */
 static tpu_status lower_moments(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   reduction r = reduction_of(l, 0, 1, true);
   tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
-  hlo_value x = tpu_lower_value(l, 0, t);
-  hlo_value count = hlo_constant(b, t, (double)reduced_count(&r));
-  hlo_value sum = reduce(b, x, t, "add", &r);
+  tpu_dtype in = tpu_lower_arg_type(l, 0).dtype, mean_type = tpu_dtype_is_complex(in) ? in : t;
+  hlo_value x = tpu_lower_value(l, 0, mean_type);
+  hlo_value count = hlo_constant(b, mean_type, (double)reduced_count(&r));
+  hlo_value sum = reduce(b, x, mean_type, "add", &r);
   hlo_value mean = hlo_binary(b, "divide", sum, splat(b, count, sum));
   hlo_value centered = hlo_binary(b, "subtract", x, expand_back(b, mean, &r));
-  hlo_value m2 = reduce(b, hlo_binary(b, "multiply", centered, centered), t, "add", &r);
+  hlo_value square = tpu_dtype_is_complex(in)
+                         ? hlo_binary(b, "add", hlo_binary(b, "multiply", hlo_real(b, centered), hlo_real(b, centered)),
+                                      hlo_binary(b, "multiply", hlo_imag(b, centered), hlo_imag(b, centered)))
+                         : hlo_binary(b, "multiply", centered, centered);
+  count = hlo_constant(b, t, (double)reduced_count(&r));
+  hlo_value m2 = reduce(b, hlo_convert(b, square, t), t, "add", &r);
   hlo_value correction =
       tpu_lower_is_none(l, 2) ? hlo_constant(b, t, 1) : tpu_lower_value(l, 2, t);
   hlo_value divisor = hlo_binary(b, "maximum", hlo_binary(b, "subtract", count, correction),
@@ -208,7 +217,9 @@ static tpu_status lower_norm(tpu_lowering* l) {
   double p = tpu_lower_is_none(l, 1) ? 2 : tpu_lower_scalar_constant(l, 1);
   reduction r = reduction_of(l, 0, 2, true);
   tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = tpu_dtype_compute(out);
-  hlo_value x = hlo_convert(b, tpu_lower_value(l, 0, out), t);
+  hlo_value x = tpu_lower_tensor(l, 0);
+  if (tpu_dtype_is_complex(hlo_type_of(b, x)->dtype)) x = hlo_unary(b, "abs", x); /* the norm of the magnitudes */
+  x = hlo_convert(b, hlo_convert(b, x, out), t);
   tpu_lower_set_output(l, 0, hlo_vector_norm(b, x, p, r.dims, r.count));
   return NULL;
 }
@@ -442,23 +453,23 @@ static const tpu_op_entry entries[] = {
     {"argmax", lower_arg_extreme, 0},
     {"argmin", lower_arg_extreme, 0},
     {"count_nonzero", lower_count_nonzero, 0},
-    {"cumprod", lower_cumulative, 0},
-    {"cumsum", lower_cumulative, 0},
-    {"linalg_vector_norm", lower_norm, TPU_OP_SCALARS_IN_KEY},
+    {"cumprod", lower_cumulative, TPU_OP_COMPLEX},
+    {"cumsum", lower_cumulative, TPU_OP_COMPLEX},
+    {"linalg_vector_norm", lower_norm, TPU_OP_SCALARS_IN_KEY | TPU_OP_COMPLEX},
     {"logsumexp", lower_logsumexp, 0},
     {"max", lower_extreme, 0},
     {"mean", lower_mean, TPU_OP_COMPLEX},
     {"min", lower_extreme, 0},
     {"nansum", lower_sum_prod, 0},
-    {"norm", lower_norm, TPU_OP_SCALARS_IN_KEY},
+    {"norm", lower_norm, TPU_OP_SCALARS_IN_KEY | TPU_OP_COMPLEX},
     {"prod", lower_sum_prod, TPU_OP_COMPLEX},
     {"renorm", lower_renorm, TPU_OP_SCALARS_IN_KEY},
-    {"std", lower_moments, 0},
-    {"std_mean", lower_moments, 0},
+    {"std", lower_moments, TPU_OP_COMPLEX},
+    {"std_mean", lower_moments, TPU_OP_COMPLEX},
     {"sum", lower_sum_prod, TPU_OP_COMPLEX},
-    {"trace", lower_trace, 0},
-    {"var", lower_moments, 0},
-    {"var_mean", lower_moments, 0},
+    {"trace", lower_trace, TPU_OP_COMPLEX},
+    {"var", lower_moments, TPU_OP_COMPLEX},
+    {"var_mean", lower_moments, TPU_OP_COMPLEX},
 };
 
 TPU_OP_FAMILY(tpu_ops_reduce, entries);
