@@ -4,6 +4,7 @@
  * elementwise lowerings (ops/elementwise.c), StableHLO's ops taking complex
  * operands as they are. */
 #include <math.h>
+#include <string.h>
 
 #include "hlo/complex_ops.h"
 #include "ops/families.h"
@@ -16,7 +17,7 @@ static tpu_status lower_from_parts(tpu_lowering* l) {
   int operands[2] = {0, 1};
   hlo_type shape = tpu_lower_broadcast_type(l, operands, 2, parts);
   hlo_value x = tpu_lower_value_as(l, 0, &shape), y = tpu_lower_value_as(l, 1, &shape);
-  if (tpu_lower_op_name(l)[0] == 'p') { /* polar: abs (cos + i sin) */
+  if (strcmp(tpu_lower_op_name(l), "polar") == 0) { /* abs (cos + i sin) */
     hlo_value re = hlo_binary(b, "multiply", x, hlo_unary(b, "cosine", y));
     y = hlo_binary(b, "multiply", x, hlo_unary(b, "sine", y));
     x = re;

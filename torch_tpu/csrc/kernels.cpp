@@ -107,13 +107,10 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
   return set_storage(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
 }
 
-// Copies between tpu and host, or within tpu (an op program that converts
-// dtype and broadcasts), for every layout on either side; whole storages
-// byte for byte.
 // A tensor's conjugate and negative bits (lazy conj() and the negated
 // imaginary part of a conjugate) say how its stored values read; copy_
 // moves stored values, so it applies the bits itself, as ATen's copy does.
-// `stored` is the values a tensor with `like`'s bits must store to read as
+// stored_as gives what a tensor with `like`'s bits must store to read as
 // `values` (a CPU tensor).
 at::Tensor stored_as(at::Tensor values, const at::Tensor& like) {
   values = values.resolve_conj().resolve_neg();
@@ -133,6 +130,9 @@ void fix_bits(at::Tensor& self, const at::Tensor& src) {
   if (self.is_neg() != src.is_neg()) raw.neg_();
 }
 
+// Copies between tpu and host, or within tpu (an op program that converts
+// dtype and broadcasts), for every layout on either side; whole storages
+// byte for byte.
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   if (self.numel() == 0) return self;
   bool to_tpu = self.device().type() == kTpu, from_tpu = src.device().type() == kTpu;
