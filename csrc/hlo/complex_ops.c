@@ -27,6 +27,11 @@ static hlo_value part(hlo_builder* b, const char* op, hlo_value x) {
 hlo_value hlo_real(hlo_builder* b, hlo_value x) { return part(b, "stablehlo.real", x); }
 hlo_value hlo_imag(hlo_builder* b, hlo_value x) { return part(b, "stablehlo.imag", x); }
 
+hlo_value hlo_conj(hlo_builder* b, hlo_value x) {
+  if (!values_valid(b, &x, 1) || !tpu_dtype_is_complex(hlo_type_of(b, x)->dtype)) return x;
+  return hlo_complex(b, hlo_real(b, x), hlo_unary(b, "negate", hlo_imag(b, x)));
+}
+
 hlo_value hlo_constant_complex(hlo_builder* b, tpu_dtype dtype, double re, double im) {
   tpu_dtype parts = tpu_dtype_real_part(dtype);
   return hlo_complex(b, hlo_constant(b, parts, re), hlo_constant(b, parts, im));

@@ -15,6 +15,8 @@ hlo_value hlo_complex(hlo_builder* b, hlo_value re, hlo_value im);
  * an imaginary part of zeros. */
 hlo_value hlo_real(hlo_builder* b, hlo_value x);
 hlo_value hlo_imag(hlo_builder* b, hlo_value x);
+/* The conjugate: the imaginary part negated; a real value is itself. */
+hlo_value hlo_conj(hlo_builder* b, hlo_value x);
 /* The constant re + im i of a complex dtype. */
 hlo_value hlo_constant_complex(hlo_builder* b, tpu_dtype dtype, double re, double im);
 

@@ -29,11 +29,7 @@ static tpu_status lower_from_parts(tpu_lowering* l) {
 /* conj_physical / _conj_physical: the imaginary part negated; real
  * tensors are their own conjugate. */
 static tpu_status lower_conj(tpu_lowering* l) {
-  hlo_builder* b = tpu_lower_builder(l);
-  hlo_value x = tpu_lower_tensor(l, 0);
-  if (tpu_dtype_is_complex(hlo_type_of(b, x)->dtype))
-    x = hlo_complex(b, hlo_real(b, x), hlo_unary(b, "negate", hlo_imag(b, x)));
-  tpu_lower_set_output(l, 0, x);
+  tpu_lower_set_output(l, 0, hlo_conj(tpu_lower_builder(l), tpu_lower_tensor(l, 0)));
   return NULL;
 }
 

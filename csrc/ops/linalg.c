@@ -54,8 +54,7 @@ static tpu_status lower_product(tpu_lowering* l) {
   int first = c->accumulates ? 1 : 0;
   tpu_dtype out = tpu_lower_output_type(l, 0).dtype, t = tpu_dtype_compute(out);
   hlo_value lhs = tpu_lower_value(l, first, out), rhs = tpu_lower_value(l, first + 1, out);
-  if (!strcmp(name, "vdot") && tpu_dtype_is_complex(out))
-    lhs = hlo_complex(b, hlo_real(b, lhs), hlo_unary(b, "negate", hlo_imag(b, lhs)));
+  if (!strcmp(name, "vdot")) lhs = hlo_conj(b, lhs);
   static const int64_t batch_dims[1] = {0};
   hlo_value r = hlo_dot_general(b, lhs, rhs, batch_dims, batch_dims, c->batch, c->lhs, c->rhs,
                                 c->count, t);
