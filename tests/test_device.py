@@ -98,6 +98,23 @@ def test_device_to_device_copy_and_item():
     assert torch.tensor(7, device="tpu").item() == 7
 
 
+def test_pinned_memory_and_non_blocking_copies():
+    # Code written for CUDA pins host batches and copies without blocking.
+    src = torch.randn(5, 3)
+    pinned = src.pin_memory()
+    assert pinned.is_pinned() and not src.is_pinned() and torch.equal(pinned, src)
+    on_device = pinned.to("tpu", non_blocking=True)
+    back = (on_device * 2).to("cpu", non_blocking=True)
+    assert back.is_pinned()  # as from CUDA: a non-blocking copy to the host lands in pinned memory
+    torch.tpu.synchronize()
+    assert torch.equal(back, src * 2)
+    assert torch.equal((on_device * 2).t().to("cpu", torch.float64, non_blocking=True), src.t().double() * 2)
+    assert torch.equal(torch.ones(2, 2, pin_memory=True), torch.ones(2, 2))
+    batches = list(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(src), batch_size=2, pin_memory=True))
+    assert all(b.is_pinned() for (b,) in batches)
+    assert torch.equal(torch.cat([b.to("tpu", non_blocking=True) for (b,) in batches]).cpu(), src)
+
+
 def test_views_share_storage_and_writes_go_through():
     x = torch.zeros(4, 6, device="tpu")
     v = x.view(2, 12)
@@ -264,6 +281,21 @@ def test_mixed_devices_error():
 def test_shape_mismatch_error_names_shapes():
     with pytest.raises(RuntimeError, match=r"size of tensor a \(3\) must match the size of tensor b \(4\)"):
         torch.ones(3, device="tpu") + torch.ones(4, device="tpu")
+    assert torch.ones(2, device="tpu").sum().item() == 2
+
+
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+def test_lowering_error_names_the_op_once(mode):
+    # The glue, the runtime and the lowering each know the op; the message
+    # names it once, with the call's arguments, and points at the lowering.
+    x = torch.ones(4, device="tpu")
+    with torch_tpu.eager_mode(mode):
+        with pytest.raises(RuntimeError) as info:
+            torch.ops.aten._fft_r2c(x, [0], 7, True)
+    message = str(info.value)
+    assert message.startswith("aten::_fft_r2c(Float[4], [0], 7, True): normalization 7 is not one of"), message
+    assert message.count("_fft_r2c") == 1, message
+    assert "(fft.c:" in message, message  # where the lowering refused, not the builder's helper
     assert torch.ones(2, device="tpu").sum().item() == 2
 
 

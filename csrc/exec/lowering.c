@@ -281,13 +281,14 @@ void tpu_lower_keep_output(tpu_lowering* l, int index) {
   if (index >= 0 && index < l->plan->output_count) l->outputs[index] = OUTPUT_KEPT;
 }
 
-hlo_value tpu_lower_fail(tpu_lowering* l, tpu_status_code code, const char* fmt, ...) {
+hlo_value tpu_lower_fail_at(tpu_lowering* l, tpu_status_code code, const char* file, int line, const char* fmt,
+                            ...) {
   char message[1024];
   va_list args;
   va_start(args, fmt);
   vsnprintf(message, sizeof message, fmt, args);
   va_end(args);
-  return hlo_fail(l->b, code, "%s", message);
+  return hlo_fail_at(l->b, code, file, line, "%s", message);
 }
 
 hlo_type tpu_lower_broadcast_type(const tpu_lowering* l, const int* indices, int count,

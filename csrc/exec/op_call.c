@@ -509,7 +509,7 @@ tpu_status tpu_op_execute(tpu_op_plan* plan, const tpu_op_call* call) {
   if (mode == TPU_EAGER_FUSED || (pending && pending->capturing)) {
     tpu_status status = graph_record(plan, call);
     runtime_unlock();
-    return status ? tpu_status_annotate(status, "aten::%s: ", call->name) : NULL;
+    return tpu_status_name_op(status, call->name, NULL);
   }
   tpu_status status = mode == TPU_EAGER_DEBUG ? index_check(call) : NULL;
   key_buf* k = thread_scratch();
@@ -527,6 +527,5 @@ tpu_status tpu_op_execute(tpu_op_plan* plan, const tpu_op_call* call) {
   if (!status) status = run_variant(v, call, plan->entry->name);
   if (!status && mode == TPU_EAGER_DEBUG) status = await_outputs(v, call);
   runtime_unlock();
-  if (status) status = tpu_status_annotate(status, "aten::%s: ", call->name);
-  return status;
+  return tpu_status_name_op(status, call->name, NULL);
 }

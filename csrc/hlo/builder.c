@@ -109,14 +109,14 @@ size_t precision_attr(const hlo_builder* b, hlo_value lhs, hlo_value rhs, char* 
                                 name, name);
 }
 
-hlo_value hlo_fail(hlo_builder* b, tpu_status_code code, const char* fmt, ...) {
+hlo_value hlo_fail_at(hlo_builder* b, tpu_status_code code, const char* file, int line, const char* fmt, ...) {
   if (b->status) return HLO_INVALID;
   char message[1024];
   va_list args;
   va_start(args, fmt);
   vsnprintf(message, sizeof message, fmt, args);
   va_end(args);
-  b->status = TPU_ERROR(code, "%s", message);
+  b->status = tpu_status_make(code, file, line, "%s", message);
   return HLO_INVALID;
 }
 

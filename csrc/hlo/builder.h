@@ -46,9 +46,11 @@ void hlo_builder_free(hlo_builder* builder); /* accepts NULL */
 typedef enum hlo_precision { HLO_PRECISION_DEFAULT = 0, HLO_PRECISION_HIGH, HLO_PRECISION_HIGHEST } hlo_precision;
 void hlo_set_precision(hlo_builder* b, hlo_precision precision);
 
-/* Records an error (first one wins) and returns HLO_INVALID. */
-hlo_value hlo_fail(hlo_builder* b, tpu_status_code code, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Records an error (first one wins) and returns HLO_INVALID. The macro
+ * records the caller's file and line in the error, not the builder's. */
+#define hlo_fail(b, code, ...) hlo_fail_at((b), (code), __FILE__, __LINE__, __VA_ARGS__)
+hlo_value hlo_fail_at(hlo_builder* b, tpu_status_code code, const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 bool hlo_failed(const hlo_builder* b);
 /* The type of a value; a 0-d f32 placeholder for HLO_INVALID. The pointer
  * is valid only until the next value is added: copy it to keep it. */

@@ -69,9 +69,11 @@ void tpu_lower_set_output(tpu_lowering* l, int index, hlo_value value);
  * gradients without a grad_scale). A later set_output overrides it. */
 void tpu_lower_keep_output(tpu_lowering* l, int index);
 
-/* Records a user-facing error (first wins) and returns HLO_INVALID. */
-hlo_value tpu_lower_fail(tpu_lowering* l, tpu_status_code code, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Records a user-facing error (first wins) and returns HLO_INVALID; the
+ * error carries the caller's file and line. */
+#define tpu_lower_fail(l, code, ...) tpu_lower_fail_at((l), (code), __FILE__, __LINE__, __VA_ARGS__)
+hlo_value tpu_lower_fail_at(tpu_lowering* l, tpu_status_code code, const char* file, int line, const char* fmt,
+                            ...) __attribute__((format(printf, 5, 6)));
 
 /* PyTorch's type promotion over the given argument positions (tensors by
  * dimensionality category, then 0-d tensors, then Python scalars). */

@@ -287,6 +287,29 @@ static void test_sticky_error(void) {
   hlo_builder_free(b);
 }
 
+/* An op's name is put before a lowering's error once, however many layers
+ * name it; the error points at the line that failed, not the builder's. */
+static void test_error_names_op_once(void) {
+  hlo_builder* b = NULL;
+  CHECK_OK(hlo_builder_create(&b));
+  int line = __LINE__ + 1;
+  hlo_fail(b, TPU_INVALID_ARGUMENT, "aten::%s: bad norm", "fft_x");
+  char* text = NULL;
+  tpu_status s = hlo_builder_finish(b, NULL, 0, NULL, &text, NULL);
+  char where[64];
+  snprintf(where, sizeof where, "(test_hlo.c:%d)", line);
+  CHECK(s && strstr(tpu_status_message(s), where));
+  s = tpu_status_name_op(s, "fft_x", NULL);
+  CHECK(strncmp(tpu_status_message(s), "aten::fft_x: bad norm", 21) == 0);
+  s = tpu_status_name_op(s, "fft_x", "aten::fft_x(Float[4])");
+  CHECK(strncmp(tpu_status_message(s), "aten::fft_x(Float[4]): bad norm (", 33) == 0);
+  s = tpu_status_name_op(s, "other", NULL); /* another op's prefix stays */
+  CHECK(strncmp(tpu_status_message(s), "aten::other: aten::fft_x(Float[4]): bad norm", 44) == 0);
+  tpu_status_free(s);
+  CHECK(tpu_status_name_op(NULL, "fft_x", NULL) == NULL);
+  hlo_builder_free(b);
+}
+
 /* A 2-d convolution by its StableHLO definition, element by element:
  * lhs dims l, rhs dims r, out dims o, each in the layout c names. */
 static void reference_conv(const hlo_conv* c, const float* lhs, const int64_t* l, const float* rhs,
@@ -421,6 +444,7 @@ int main(void) {
   }
   test_failing_loop_body();
   test_sticky_error();
+  test_error_names_op_once();
   tpu_pjrt_close(pjrt);
   return check_finish("test_hlo");
 }

@@ -66,6 +66,17 @@ tpu_status tpu_status_annotate(tpu_status status, const char* fmt, ...) {
   return status;
 }
 
+tpu_status tpu_status_name_op(tpu_status status, const char* op, const char* subject) {
+  if (!status || status == &out_of_memory_status) return status;
+  size_t op_len = strlen(op);
+  const char* m = status->message;
+  if (strncmp(m, "aten::", 6) == 0 && strncmp(m + 6, op, op_len) == 0 && strncmp(m + 6 + op_len, ": ", 2) == 0) {
+    if (!subject) return status;
+    memmove(status->message, m + 8 + op_len, strlen(m + 8 + op_len) + 1);
+  }
+  return subject ? tpu_status_annotate(status, "%s: ", subject) : tpu_status_annotate(status, "aten::%s: ", op);
+}
+
 tpu_status_code tpu_status_code_of(tpu_status status) { return status ? status->code : TPU_OK; }
 
 const char* tpu_status_message(tpu_status status) { return status ? status->message : ""; }

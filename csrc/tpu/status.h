@@ -32,6 +32,12 @@ tpu_status tpu_status_make(tpu_status_code code, const char* file, int line,
 tpu_status tpu_status_annotate(tpu_status status, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Names the op an error came from: "<subject>: " before the message (subject
+ * NULL: "aten::<op>"). A leading "aten::<op>: " already there (the lowering's
+ * own, or a layer below's) is dropped first, so the op is named once however
+ * many layers name it. OK passes through. */
+tpu_status tpu_status_name_op(tpu_status status, const char* op, const char* subject);
+
 tpu_status_code tpu_status_code_of(tpu_status status);
 const char* tpu_status_message(tpu_status status); /* "" for OK; lives as long as status */
 void tpu_status_free(tpu_status status);           /* accepts NULL */

@@ -3,11 +3,13 @@
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/alloc_cpu.h>
 
 #include <atomic>
 #include <chrono>
 #include <mutex>
 #include <random>
+#include <unordered_set>
 
 #include "bridge.h"
 #include "stream.h"
@@ -40,6 +42,44 @@ TpuAllocator tpu_allocator;
 // Also the allocator PyTorch looks up by device type (torch.UntypedStorage,
 // deepcopy of tpu tensors).
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &tpu_allocator);
+
+// Pinned host memory, which pin_memory(), DataLoader(pin_memory=True) and
+// non_blocking copies to the host ask the device for. PJRT plugins copy from
+// any host memory, so it is ordinary aligned host memory, remembered only so
+// that is_pinned() knows it.
+std::mutex pinned_mutex;
+std::unordered_set<const void*> pinned_blocks;
+
+void release_pinned(void* data) {
+  if (!data) return;
+  {
+    std::lock_guard<std::mutex> lock(pinned_mutex);
+    pinned_blocks.erase(data);
+  }
+  c10::free_cpu(data);
+}
+
+struct PinnedHostAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* data = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
+    if (data) {
+      std::lock_guard<std::mutex> lock(pinned_mutex);
+      pinned_blocks.insert(data);
+    }
+    return {data, data, &release_pinned, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release_pinned; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+PinnedHostAllocator pinned_allocator;
+
+bool is_pinned(const void* data) {
+  std::lock_guard<std::mutex> lock(pinned_mutex);
+  return pinned_blocks.count(data) > 0;
+}
 
 // Stream and event hooks come from TpuStreamGuardImpl (stream.cpp).
 struct TpuGuard final : TpuStreamGuardImpl {
@@ -131,6 +171,8 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
   at::Generator getNewGenerator(c10::DeviceIndex index) const override {
     return at::make_generator<TpuGenerator>(index < 0 ? static_cast<c10::DeviceIndex>(current_index) : index);
   }
+  bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &pinned_allocator; }
   at::Device getDeviceFromPtr(void* data) const override {
     return c10::Device(kTpu, static_cast<c10::DeviceIndex>(tpu_buffer_device(static_cast<tpu_buffer*>(data))));
   }

@@ -632,7 +632,7 @@ void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   call.outputs = outputs.data();
   call.output_count = static_cast<int>(outputs.size());
   tpu_status status = tpu_op_execute(plan, &call);
-  if (status) check(tpu_status_annotate(status, "%s: ", describe(op, inputs).c_str()));
+  if (status) check(tpu_status_name_op(status, info.base.c_str(), describe(op, inputs).c_str()));
   push_returns(schema, info, inputs, fresh, fixed, stack);
 }
 
