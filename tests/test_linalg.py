@@ -324,6 +324,21 @@ def test_solve_inverse_and_determinants(dtype):
               lu, pivots, rhs, **tol)
 
 
+def test_solve_and_inverse_of_empty_matrices():
+    # No matrices, 0x0 matrices, no right-hand sides: nothing to read (the
+    # programs once failed to compile on their row gathers).
+    check(torch.linalg.inv, make((0, 0), torch.float32))
+    check(torch.linalg.inv_ex, make((2, 0, 0), torch.float32))
+    check(torch.linalg.inv, make((0, 3, 3), torch.float32))
+    check(torch.linalg.solve, make((0, 5, 5), torch.float32), make((0, 5, 1), torch.float32))
+    check(torch.linalg.solve, make((0, 0), torch.float64), make((0, 3), torch.float64))
+    lu, pivots = torch.linalg.lu_factor(make((3, 3), torch.float32))
+    for adjoint in (False, True):
+        check(lambda lu, p, r: torch.linalg.lu_solve(lu, p, r, adjoint=adjoint), lu, pivots, make((3, 0), torch.float32))
+    check(lambda x, i: x.gather(0, i), make((0, 3), torch.float32), torch.zeros(0, 3, dtype=torch.long))
+    check(lambda x, i: x.scatter_add(0, i, x), make((0, 3), torch.float32), torch.zeros(0, 3, dtype=torch.long))
+
+
 def test_singular_matrices_raise_as_on_cpu():
     s = torch.ones(2, 3, 3, dtype=torch.float64)
     for device in ("cpu", "tpu"):

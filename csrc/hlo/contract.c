@@ -53,6 +53,10 @@ hlo_value hlo_gather(hlo_builder* b, hlo_value x, hlo_value indices, const hlo_g
                      hlo_type result_type) {
   hlo_value operands[2] = {x, indices};
   if (!values_valid(b, operands, 2)) return HLO_INVALID;
+  /* Nothing read: StableHLO would still check a slice of 1 against an
+   * empty operand dim (an empty matrix's row gather). */
+  if (hlo_type_numel(&result_type) == 0)
+    return hlo_filled(b, result_type.dtype, result_type.rank, result_type.dims, 0);
   char attrs[1024], sizes[256];
   size_t len = (size_t)snprintf(attrs, sizeof attrs, "dimension_numbers = #stablehlo.gather<");
   bool first = true;
@@ -70,6 +74,7 @@ hlo_value hlo_scatter(hlo_builder* b, hlo_value x, hlo_value indices, hlo_value 
                       const hlo_scatter_dims* d, const char* combiner) {
   hlo_value operands[3] = {x, indices, updates};
   if (!values_valid(b, operands, 3)) return HLO_INVALID;
+  if (hlo_type_numel(hlo_type_of(b, updates)) == 0) return x; /* nothing written, as with gather */
   hlo_type out = *hlo_type_of(b, x);
   hlo_type s = {out.dtype, 0, {0}};
   hlo_type types[2] = {s, s};
