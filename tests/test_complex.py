@@ -213,6 +213,9 @@ def test_scatter_and_index_writes():
                                 accumulate=True), z)
     check(lambda x: x.index_add(0, torch.tensor([1, 1, 3], device=x.device), x[:3], alpha=2), z)
     check(lambda x: x.masked_scatter(x.real > 0, x * 1j), z)
+    check(lambda x: x.put(torch.tensor([1, 3, 1], device=x.device), x[0, :3], accumulate=True), z)
+    check(lambda x: x.index_fill(1, torch.tensor([2, 0], device=x.device), 2 - 1j), z)
+    check(lambda x: x.index_copy(1, torch.tensor([2, 0], device=x.device), x[:, 3:]), z)
 
 
 def test_data_movement():
@@ -230,6 +233,43 @@ def test_data_movement():
     check(lambda x: x.masked_fill(x.imag < 0, 2 + 2j), z)
     check(lambda x: torch.full((2, 3), 1 - 2j, device=x.device), z)
     check(lambda x: torch.zeros(2, dtype=x.dtype, device=x.device), z)
+    check(lambda x: torch.take(x, torch.tensor([0, 7, 19], device=x.device)), z)
+    check(lambda x: x.masked_select(x.real > 0), z)
+    check(lambda x: torch.eye(3, 4, dtype=x.dtype, device=x.device), z)
+    check(lambda x: torch.linalg.cross(x[:, :3], x[:, 2:]), z)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_pads_patches_and_shuffles(dtype):
+    z = make((2, 4, 4, 5), dtype)
+    F = torch.nn.functional
+    for mode in ("reflect", "replicate"):
+        check(lambda x: F.pad(x[0, 0], (2, 1), mode=mode), z)
+        check(lambda x: F.pad(x[0], (2, 1, 1, 2), mode=mode), z)
+        check(lambda x: F.pad(x, (1, 1, 2, 1, 1, 2), mode=mode), z)
+    check(lambda x: F.unfold(x, 2, stride=(1, 2)), z)
+    check(lambda x: F.fold(F.unfold(x, 2), (4, 5), 2), z)
+    check(lambda x: F.channel_shuffle(x, 2), z)
+    w = z.clone().requires_grad_()  # the pads' backwards sum complex gradients
+    grads = []
+    for x in (w, w.detach().to("tpu").requires_grad_()):
+        (F.pad(x[0], (2, 1, 1, 2), mode="reflect").abs().sum() + F.pad(x[1], (1, 1, 1, 1), mode="replicate").real.sum()).backward()
+        grads.append(x.grad)
+    assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_truth_tests_and_predicates(dtype):
+    z = make((3, 4), dtype)
+    z[0, 1] = 0
+    z[2, 2] = 1j  # nonzero with a zero real part
+    check(lambda x: (x.all(), x.all(1), x.any(), x.any(0)), z)
+    check(lambda x: (torch.count_nonzero(x), torch.count_nonzero(x, dim=0), x.nonzero()), z)
+    check(lambda x: (x.logical_not(), x.logical_and(x.real), x.logical_or(0 * x), x.logical_xor(x.imag)), z)
+    big = torch.finfo(torch.float32 if dtype == torch.complex64 else torch.float64).max
+    special = torch.tensor([complex(big, big), complex(float("inf"), 0), complex(0, -float("inf")),
+                            complex(float("nan"), 1), 1 + 1j], dtype=dtype)
+    check(lambda x: (torch.isinf(x), torch.isnan(x), torch.isfinite(x)), special)  # |big + big j| overflows
 
 
 def test_order_comparisons_raise():

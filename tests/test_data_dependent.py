@@ -1,5 +1,6 @@
 """Ops whose output length depends on the values: masked_select, nonzero,
-indexing with a boolean mask (x[mask]), bincount, unique,
+indexing with a boolean mask (x[mask]), nonzero_static (fixed size, no
+readback), bincount, unique,
 unique_consecutive and repeat_interleave with a tensor of repeats.
 The glue counts the selected elements on the device (reading the count back
 is a sync, as on CUDA), then runs one program for that length; results must
@@ -101,6 +102,28 @@ def test_nonzero_edges():
     assert_close(out, torch.nonzero(x))
     with pytest.raises(RuntimeError, match="scalar type Long"):
         torch.nonzero(x.to("tpu"), out=torch.empty(0, device="tpu"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.complex64])
+def test_nonzero_static(dtype):
+    x = make((3, 4, 2), dtype)
+    for size in (0, 5, 24, 30):  # fewer, as many as and more rows than nonzeros/elements
+        check(lambda x: torch.nonzero_static(x, size=size, fill_value=-7), x)
+    check(lambda x: torch.nonzero_static(x.transpose(0, 2)[:, ::2], size=6), x)
+
+
+def test_nonzero_static_edges_and_no_readback():
+    check(lambda x: torch.nonzero_static(x, size=3, fill_value=9), torch.tensor(2.0))
+    check(lambda x: torch.nonzero_static(x, size=3), torch.tensor(0))
+    check(lambda x: torch.nonzero_static(x, size=4), make((0, 2)))
+    check(lambda x: torch.nonzero_static(x, size=0), make((0, 2)))
+    # The shape is fixed by size, so another count needs no program of its own.
+    first, second = make((6, 6), seed=0).to("tpu"), make((6, 6), seed=5).to("tpu")
+    assert int((first > 0).sum()) != int((second > 0).sum())
+    torch.nonzero_static(first > 0, size=8).cpu()
+    before = torch_tpu.metrics.counters()["compile"]
+    torch.nonzero_static(second > 0, size=8).cpu()
+    assert torch_tpu.metrics.counters()["compile"] == before
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -361,6 +361,62 @@ def test_equal():
     assert torch.equal(t, t)  # the process goes on
 
 
+def same_bits(actual, expected):
+    """Equal down to the bit: -0.0 apart from 0.0, each subnormal exact (NaNs
+    as NaNs, whatever their payload)."""
+    actual = actual.cpu()
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    nan = actual.isnan()
+    assert torch.equal(nan, expected.isnan())
+    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[expected.element_size()]
+    assert torch.equal(actual[~nan].view(ints), expected[~nan].view(ints)), (actual, expected)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_nextafter_and_copysign_bit_exact(dtype):
+    # Every pair of signed zeros, subnormals, normals, extremes, infinities
+    # and NaN; steps onto and off zero, to and from infinity.
+    fi = torch.finfo(dtype)
+    least = fi.tiny * fi.eps  # the least subnormal
+    values = torch.tensor([0.0, -0.0, 1.0, -1.0, 3.5, fi.tiny, -fi.tiny, fi.tiny / 4, least, -least, fi.max, -fi.max,
+                           INF, -INF, NAN], dtype=torch.float64).to(dtype)
+    x, y = values.repeat_interleave(len(values)), values.repeat(len(values))
+    for op in (torch.nextafter, torch.copysign):
+        same_bits(op(x.to("tpu"), y.to("tpu")), op(x, y))
+        same_bits(op(x.view(15, 15).t().to("tpu"), y[:15].to("tpu")), op(x.view(15, 15).t(), y[:15]))  # a view, broadcast
+    a, b = make((3, 4), dtype, seed=1), make((4,), dtype, seed=2)
+    check(lambda a, b: a.nextafter_(b), a, b)
+    check(lambda a, b: torch.nextafter(a, b, out=torch.empty_like(a)), a, b)
+    check(lambda a, b: a.copysign_(b), a, b)
+    check(lambda a: torch.copysign(a, -2), a)  # a Python scalar
+    check(torch.copysign, torch.tensor(-2.0, dtype=dtype), torch.zeros(0, 3, dtype=dtype))  # 0-d, empty
+
+
+def test_copysign_of_integers_and_gradient_and_nextafter_refusing_them():
+    check(torch.copysign, torch.arange(-3, 3), torch.tensor([1.0, -0.0, -2.0, 0.0, NAN, -NAN]))  # float result
+    check(torch.copysign, torch.arange(-3, 3, dtype=torch.int16), torch.tensor(-1))
+    x = make((5,), torch.float32, seed=3).requires_grad_()
+    y = make((5,), torch.float32, seed=4)
+    check(lambda x, y: torch.autograd.grad(torch.copysign(x, y).sum(), x)[0], x, y)
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="nextafter.*not implemented for"):
+            torch.nextafter(torch.ones(2, dtype=torch.int32, device=device), torch.zeros(2, dtype=torch.int32, device=device))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.int64])
+def test_xlog1py_and_entr(dtype):
+    a, b = make((3, 4), dtype, seed=1), make((4,), dtype, lo=0, seed=2)
+    check(torch.special.xlog1py, a, b)
+    check(torch.special.xlog1py, torch.tensor([0.0, 0.0, 0.0, 2.0, -1.0, 1.0]), torch.tensor([-1.0, NAN, INF, -1.0, 3.0, -2.0]))
+    check(lambda y: torch.special.xlog1py(2.5, y), b)
+    check(lambda x: torch.special.xlog1py(x, 3.0), a)
+    if dtype.is_floating_point:
+        check(lambda x, y: torch.special.xlog1py(x, y, out=torch.empty_like(x)), a, b)
+    check(torch.special.entr, a)
+    check(torch.special.entr, torch.tensor([0.0, -0.0, -1.0, 0.5, 1.0, INF, -INF, NAN, 1e-30]))
+    check(lambda x: torch.special.entr(x.t(), out=torch.empty(4, 3, device=x.device)), a.float())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.int64])
 def test_xlogy(dtype):
     a, b = make((3, 4), dtype, seed=1), make((4,), dtype, seed=2).abs()

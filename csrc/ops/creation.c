@@ -444,7 +444,7 @@ static const tpu_op_entry entries[] = {
     {"bernoulli", lower_bernoulli, 0},
     {"cauchy", lower_cauchy, 0},
     {"exponential", lower_exponential, 0},
-    {"eye", lower_eye, 0},
+    {"eye", lower_eye, TPU_OP_COMPLEX},
     {"geometric", lower_geometric, 0},
     {"linspace", lower_spaced, 0},
     {"log_normal", lower_normal, 0},

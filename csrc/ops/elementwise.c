@@ -48,6 +48,17 @@ static const void* find_op(tpu_lowering* l, const void* table, size_t count, siz
 
 #define FIND_OP(l, table) find_op(l, table, sizeof table / sizeof table[0], sizeof table[0])
 
+/* Whether the sign bit is set (floats are widened to float32 or float64
+ * first): -0.0 and -NaN count as negative. */
+static hlo_value signbit_fn(hlo_builder* b, hlo_value x) {
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  if (t == TPU_F32 || t == TPU_F64) /* -0.0 and -NaN count as negative */
+    x = hlo_bitcast_convert(b, x, t == TPU_F32 ? TPU_I32 : TPU_I64);
+  else if (!tpu_dtype_is_signed_int(t))
+    return filled_like(b, x, TPU_BOOL, 0);
+  return compare_c(b, "LT", x, 0);
+}
+
 /* ---- copies and fills ---- */
 
 /* copy_(self, src), or copy_(src) as the glue's own copy_ calls it: the
@@ -167,11 +178,20 @@ static hlo_value hypot_fn(hlo_builder* b, hlo_value x, hlo_value y) {
   return hlo_select(b, inf, hlo_constant_like(b, h, INFINITY), h);
 }
 
-/* x * log(y), 0 where x is 0 unless y is NaN (torch.xlogy). */
-static hlo_value xlogy_fn(hlo_builder* b, hlo_value x, hlo_value y) {
-  hlo_value product = hlo_binary(b, "multiply", x, hlo_unary(b, "log", y));
+/* x * log(y) (torch.xlogy) or x * log1p(y) (special.xlog1py), 0 where x
+ * is 0 unless y is NaN. */
+static hlo_value x_times_log(hlo_builder* b, hlo_value x, hlo_value y, const char* log) {
+  hlo_value product = hlo_binary(b, "multiply", x, hlo_unary(b, log, y));
   hlo_value zero = hlo_binary(b, "and", compare_c(b, "EQ", x, 0), hlo_compare(b, "EQ", y, y));
   return hlo_select(b, zero, hlo_constant_like(b, product, 0), product);
+}
+static hlo_value xlogy_fn(hlo_builder* b, hlo_value x, hlo_value y) { return x_times_log(b, x, y, "log"); }
+static hlo_value xlog1py_fn(hlo_builder* b, hlo_value x, hlo_value y) { return x_times_log(b, x, y, "log_plus_one"); }
+
+/* |x| with y's sign bit, so -0.0 and -NaN give a negative result. */
+static hlo_value copysign_fn(hlo_builder* b, hlo_value x, hlo_value y) {
+  hlo_value magnitude = hlo_unary(b, "abs", x);
+  return hlo_select(b, signbit_fn(b, y), hlo_unary(b, "negate", magnitude), magnitude);
 }
 
 /* heaviside(x, values): values where x is 0, else 1 where x > 0 and 0
@@ -267,6 +287,7 @@ static const struct binary_op {
     {"bitwise_or", "or", NULL, PROMOTED},
     {"bitwise_right_shift", NULL, shift_right, PROMOTED},
     {"bitwise_xor", "xor", NULL, PROMOTED},
+    {"copysign", NULL, copysign_fn, AS_FLOAT},
     {"floor_divide", NULL, hlo_floor_divide, PROMOTED},
     {"fmax", NULL, fmax_fn, PROMOTED},
     {"fmin", NULL, fmin_fn, PROMOTED},
@@ -285,6 +306,7 @@ static const struct binary_op {
     {"mul", "multiply", NULL, PROMOTED},
     {"pow", NULL, pow_fn, PROMOTED},
     {"remainder", NULL, hlo_python_remainder, PROMOTED},
+    {"special_xlog1py", NULL, xlog1py_fn, AS_FLOAT},
     {"xlogy", NULL, xlogy_fn, AS_FLOAT},
 };
 
@@ -378,21 +400,15 @@ static hlo_value infinity_test(hlo_builder* b, hlo_value x, double inf) {
   return compare_c(b, "EQ", x, inf);
 }
 static hlo_value isinf_fn(hlo_builder* b, hlo_value x) {
-  /* abs first (complex gives its magnitude); StableHLO has no abs of unsigned */
+  /* abs first (StableHLO has no abs of unsigned); a complex number by its
+   * parts, as its magnitude can overflow where neither part is infinite */
   tpu_dtype t = hlo_type_of(b, x)->dtype;
   if (tpu_dtype_is_integral(t) || t == TPU_BOOL) return filled_like(b, x, TPU_BOOL, 0);
+  if (tpu_dtype_is_complex(t)) return hlo_binary(b, "or", isinf_fn(b, hlo_real(b, x)), isinf_fn(b, hlo_imag(b, x)));
   return infinity_test(b, hlo_unary(b, "abs", x), INFINITY);
 }
 static hlo_value isposinf_fn(hlo_builder* b, hlo_value x) { return infinity_test(b, x, INFINITY); }
 static hlo_value isneginf_fn(hlo_builder* b, hlo_value x) { return infinity_test(b, x, -INFINITY); }
-static hlo_value signbit_fn(hlo_builder* b, hlo_value x) {
-  tpu_dtype t = hlo_type_of(b, x)->dtype;
-  if (t == TPU_F32 || t == TPU_F64) /* -0.0 and -NaN count as negative */
-    x = hlo_bitcast_convert(b, x, t == TPU_F32 ? TPU_I32 : TPU_I64);
-  else if (!tpu_dtype_is_signed_int(t))
-    return filled_like(b, x, TPU_BOOL, 0);
-  return compare_c(b, "LT", x, 0);
-}
 
 /* CHLO's special functions, float16/bfloat16 widened to float32 as
  * PyTorch's kernels compute them. digamma(+-0) is -1/x (-inf, +inf) in
@@ -412,6 +428,13 @@ static hlo_value special(hlo_builder* b, const char* op, hlo_value n, hlo_value 
 }
 static hlo_value lgamma_fn(hlo_builder* b, hlo_value x) { return special(b, "lgamma", HLO_INVALID, x); }
 static hlo_value digamma_fn(hlo_builder* b, hlo_value x) { return special(b, "digamma", HLO_INVALID, x); }
+
+/* -x log(x): 0 at 0, -inf below it (special.entr). */
+static hlo_value entr_fn(hlo_builder* b, hlo_value x) {
+  hlo_value value = hlo_unary(b, "negate", hlo_binary(b, "multiply", x, hlo_unary(b, "log", x)));
+  value = hlo_select(b, compare_c(b, "EQ", x, 0), hlo_constant_like(b, x, 0), value);
+  return hlo_select(b, compare_c(b, "LT", x, 0), hlo_constant_like(b, x, -INFINITY), value);
+}
 
 /* sin(pi x) / (pi x), and 1 at 0. */
 static hlo_value sinc_fn(hlo_builder* b, hlo_value x) {
@@ -466,6 +489,7 @@ static const struct unary_op {
     {"sin", "sine", NULL, AS_FLOAT},
     {"sinc", NULL, sinc_fn, AS_FLOAT},
     {"sinh", NULL, hlo_sinh, AS_FLOAT},
+    {"special_entr", NULL, entr_fn, AS_FLOAT},
     {"sqrt", "sqrt", NULL, AS_FLOAT},
     {"tan", "tan", NULL, AS_FLOAT},
     {"tanh", "tanh", NULL, AS_FLOAT},
@@ -606,6 +630,47 @@ static tpu_status lower_frexp(tpu_lowering* l) {
   return NULL;
 }
 
+/* A float's place in its type's order as an integer of its width (the
+ * sign-and-magnitude bits in two's complement): neighbours differ by one,
+ * and both zeros are 0. */
+static hlo_value float_order(hlo_builder* b, hlo_value bits, float_bits f) {
+  hlo_value magnitude = hlo_binary(b, "and", bits, bits_like(b, bits, ((int64_t)1 << (f.exponent + f.mantissa)) - 1));
+  return hlo_select(b, compare_c(b, "LT", bits, 0), hlo_unary(b, "negate", magnitude), magnitude);
+}
+
+/* nextafter(self, other): the float after self toward other; other itself
+ * when they are equal, NaN when either is. Stepped on the bits as integers
+ * in the operands' own type (XLA CPU treats subnormal floats as zero, and
+ * a widened float16 would step by a float32's ulp). */
+static tpu_status lower_nextafter(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  int operands[2] = {0, 1};
+  tpu_dtype t = tpu_lower_result_type(l, operands, 2);
+  if (!tpu_dtype_is_float(t)) {
+    tpu_lower_fail(l, TPU_UNIMPLEMENTED, "aten::nextafter is not implemented for %s, as on the CPU; convert to a "
+                   "float type", tpu_dtype_name(t));
+    return NULL;
+  }
+  hlo_value v[2];
+  read_operands(l, operands, 2, t, v);
+  float_bits f = float_bits_of(t);
+  hlo_value bits[2] = {hlo_bitcast_convert(b, v[0], f.bits), hlo_bitcast_convert(b, v[1], f.bits)};
+  hlo_value from = float_order(b, bits[0], f), to = float_order(b, bits[1], f);
+  hlo_value step = hlo_select(b, hlo_compare(b, "LT", from, to), bits_like(b, from, 1), bits_like(b, from, -1));
+  hlo_value next = hlo_binary(b, "add", from, step);
+  /* back to sign and magnitude; a step onto zero keeps self's sign */
+  hlo_value negative = hlo_binary(b, "or", compare_c(b, "LT", next, 0),
+                                  hlo_binary(b, "and", compare_c(b, "EQ", next, 0), compare_c(b, "LT", bits[0], 0)));
+  hlo_value magnitude = hlo_unary(b, "abs", next);
+  hlo_value result = hlo_select(b, negative, hlo_binary(b, "or", magnitude, bits_like(b, next, -((int64_t)1 << (f.exponent + f.mantissa)))),
+                                magnitude);
+  result = hlo_select(b, hlo_compare(b, "EQ", from, to), bits[1], result);
+  hlo_value nan = hlo_binary(b, "or", hlo_compare(b, "NE", v[0], v[0]), hlo_compare(b, "NE", v[1], v[1]));
+  result = hlo_select(b, nan, hlo_bitcast_convert(b, hlo_binary(b, "add", v[0], v[1]), f.bits), result);
+  tpu_lower_set_output(l, 0, hlo_bitcast_convert(b, result, t));
+  return NULL;
+}
+
 /* ---- selection and ternary arithmetic ---- */
 
 /* where(condition, self, other): either branch may be a Python scalar. */
@@ -686,6 +751,7 @@ static const tpu_op_entry entries[] = {
     {"bitwise_or", lower_binary, 0},
     {"bitwise_right_shift", lower_binary, 0},
     {"bitwise_xor", lower_binary, 0},
+    {"copysign", lower_binary, 0},
     {"ceil", lower_unary, 0},
     {"clamp", lower_clamp, 0},
     {"clamp_max", lower_clamp, 0},
@@ -716,7 +782,7 @@ static const tpu_op_entry entries[] = {
     {"heaviside", lower_binary, 0},
     {"hypot", lower_binary, 0},
     {"lcm", lower_binary, 0},
-    {"isinf", lower_unary, 0},
+    {"isinf", lower_unary, TPU_OP_COMPLEX},
     {"isnan", lower_unary, TPU_OP_COMPLEX},
     {"isneginf", lower_unary, 0},
     {"isposinf", lower_unary, 0},
@@ -729,10 +795,10 @@ static const tpu_op_entry entries[] = {
     {"log2", lower_unary, TPU_OP_COMPLEX},
     {"logaddexp", lower_binary, 0},
     {"logaddexp2", lower_binary, 0},
-    {"logical_and", lower_binary, 0},
-    {"logical_not", lower_unary, 0},
-    {"logical_or", lower_binary, 0},
-    {"logical_xor", lower_binary, 0},
+    {"logical_and", lower_binary, TPU_OP_COMPLEX},
+    {"logical_not", lower_unary, TPU_OP_COMPLEX},
+    {"logical_or", lower_binary, TPU_OP_COMPLEX},
+    {"logical_xor", lower_binary, TPU_OP_COMPLEX},
     {"lt", lower_compare, 0},
     {"maximum", lower_binary, 0},
     {"minimum", lower_binary, 0},
@@ -740,6 +806,7 @@ static const tpu_op_entry entries[] = {
     {"nan_to_num", lower_nan_to_num, 0},
     {"ne", lower_compare, TPU_OP_COMPLEX},
     {"neg", lower_unary, TPU_OP_COMPLEX},
+    {"nextafter", lower_nextafter, 0},
     {"polygamma", lower_polygamma, 0},
     {"pow", lower_binary, TPU_OP_COMPLEX},
     {"reciprocal", lower_unary, TPU_OP_COMPLEX},
@@ -754,6 +821,8 @@ static const tpu_op_entry entries[] = {
     {"sin", lower_unary, TPU_OP_COMPLEX},
     {"sinc", lower_unary, 0},
     {"sinh", lower_unary, 0},
+    {"special_entr", lower_unary, 0},
+    {"special_xlog1py", lower_binary, 0},
     {"sqrt", lower_unary, TPU_OP_COMPLEX},
     {"sub", lower_add, TPU_OP_COMPLEX},
     {"tan", lower_unary, TPU_OP_COMPLEX},

@@ -169,8 +169,8 @@ static tpu_status lower_unfold_backward(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"col2im", lower_col2im, 0},
-    {"im2col", lower_im2col, 0},
+    {"col2im", lower_col2im, TPU_OP_COMPLEX},
+    {"im2col", lower_im2col, TPU_OP_COMPLEX},
     {"unfold_backward", lower_unfold_backward, TPU_OP_COMPLEX},
 };
 

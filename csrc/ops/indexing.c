@@ -165,18 +165,13 @@ static tpu_status lower_masked_select(tpu_lowering* l) {
   return NULL;
 }
 
-/* nonzero(self, count) -> (count, rank) int64: the coordinates of self's
- * nonzero elements in row-major order. */
-static tpu_status lower_nonzero(tpu_lowering* l) {
-  hlo_builder* b = tpu_lower_builder(l);
-  hlo_type xt = tpu_lower_arg_type(l, 0), out = tpu_lower_output_type(l, 0);
-  if (hlo_type_numel(&out) == 0) {
-    set_empty_output(l);
-    return NULL;
-  }
-  int64_t n = hlo_type_numel(&xt), count = out.dims[0], column[2] = {count, 1};
-  hlo_value x = hlo_reshape(b, tpu_lower_tensor(l, 0), 1, &n);
-  hlo_value flat = true_positions(b, hlo_compare(b, "NE", x, hlo_constant_like(b, x, 0)), count);
+/* The coordinates ([count, rank] int64) of x's first `count` nonzero
+ * elements in row-major order; count at most x's size. */
+static hlo_value nonzero_coordinates(hlo_builder* b, hlo_value x, int64_t count) {
+  hlo_type xt = *hlo_type_of(b, x);
+  int64_t n = hlo_type_numel(&xt), column[2] = {count, 1};
+  hlo_value flat_x = hlo_reshape(b, x, 1, &n);
+  hlo_value flat = true_positions(b, hlo_compare(b, "NE", flat_x, hlo_constant_like(b, flat_x, 0)), count);
   hlo_value coords[TPU_MAX_RANK];
   int64_t stride = 1;
   for (int d = xt.rank - 1; d >= 0; d--) {
@@ -185,7 +180,51 @@ static tpu_status lower_nonzero(tpu_lowering* l) {
     coords[d] = hlo_reshape(b, c, 2, column);
     stride *= xt.dims[d];
   }
-  tpu_lower_set_output(l, 0, hlo_concatenate(b, coords, xt.rank, 1));
+  return hlo_concatenate(b, coords, xt.rank, 1);
+}
+
+/* nonzero(self, count) -> (count, rank) int64: the coordinates of self's
+ * nonzero elements in row-major order. */
+static tpu_status lower_nonzero(tpu_lowering* l) {
+  hlo_type out = tpu_lower_output_type(l, 0);
+  if (hlo_type_numel(&out) == 0) {
+    set_empty_output(l);
+    return NULL;
+  }
+  tpu_lower_set_output(l, 0, nonzero_coordinates(tpu_lower_builder(l), tpu_lower_tensor(l, 0), out.dims[0]));
+  return NULL;
+}
+
+/* nonzero_static(self, size, fill_value) -> (size, rank) int64: nonzero's
+ * first `size` rows, rows past the count holding fill_value; no sync, as
+ * its shape is known. */
+static tpu_status lower_nonzero_static(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type xt = tpu_lower_arg_type(l, 0), out = tpu_lower_output_type(l, 0);
+  int64_t n = hlo_type_numel(&xt), found = out.dims[0] < n ? out.dims[0] : n;
+  if (hlo_type_numel(&out) == 0) {
+    set_empty_output(l);
+    return NULL;
+  }
+  hlo_value fill = hlo_filled(b, TPU_I64, out.rank, out.dims, (double)tpu_lower_int(l, 2, -1));
+  if (found == 0) {
+    tpu_lower_set_output(l, 0, fill);
+    return NULL;
+  }
+  hlo_value x = tpu_lower_tensor(l, 0);
+  hlo_type rows = out;
+  rows.dims[0] = found;
+  hlo_value coords = nonzero_coordinates(b, x, found);
+  hlo_value flat_x = hlo_reshape(b, x, 1, &n);
+  hlo_value count = hlo_reduce(b, hlo_convert(b, hlo_compare(b, "NE", flat_x, hlo_constant_like(b, flat_x, 0)), TPU_I64),
+                               hlo_constant(b, TPU_I64, 0), "add", (int64_t[]){0}, 1);
+  hlo_value real_row = hlo_compare(b, "LT", hlo_iota(b, rows, 0), hlo_broadcast_in_dim(b, count, rows.rank, rows.dims, NULL));
+  coords = hlo_select(b, real_row, coords, hlo_slice(b, fill, (int64_t[]){0, 0}, rows.dims, (int64_t[]){1, 1}));
+  if (found < out.dims[0]) {
+    hlo_value parts[2] = {coords, hlo_slice(b, fill, (int64_t[]){found, 0}, out.dims, (int64_t[]){1, 1})};
+    coords = hlo_concatenate(b, parts, 2, 0);
+  }
+  tpu_lower_set_output(l, 0, coords);
   return NULL;
 }
 
@@ -752,28 +791,29 @@ static const tpu_op_entry entries[] = {
     {"_unsafe_index_put", lower_index_put, 0},
     {"cat", lower_cat, TPU_OP_COMPLEX},
     {"constant_pad_nd", lower_constant_pad_nd, TPU_OP_COMPLEX},
-    {"channel_shuffle", lower_channel_shuffle, 0},
+    {"channel_shuffle", lower_channel_shuffle, TPU_OP_COMPLEX},
     {"flip", lower_flip, TPU_OP_COMPLEX},
     {"gather", lower_gather, TPU_OP_COMPLEX},
     {"index", lower_index, TPU_OP_COMPLEX},
     {"index_put", lower_index_put, TPU_OP_COMPLEX},
     {"index_add", lower_index_update, TPU_OP_COMPLEX},
-    {"index_copy", lower_index_update, 0},
-    {"index_fill", lower_index_update, 0},
+    {"index_copy", lower_index_update, TPU_OP_COMPLEX},
+    {"index_fill", lower_index_update, TPU_OP_COMPLEX},
     {"index_reduce", lower_index_reduce, 0},
     {"index_select", lower_index_select, TPU_OP_COMPLEX},
     {"masked_fill", lower_masked_fill, TPU_OP_COMPLEX},
     {"masked_scatter", lower_masked_scatter, TPU_OP_COMPLEX},
-    {"masked_select", lower_masked_select, 0},
+    {"masked_select", lower_masked_select, TPU_OP_COMPLEX},
     {"narrow_copy", lower_narrow_copy, TPU_OP_COMPLEX},
-    {"nonzero", lower_nonzero, 0},
-    {"put", lower_put, 0},
+    {"nonzero", lower_nonzero, TPU_OP_COMPLEX},
+    {"nonzero_static", lower_nonzero_static, TPU_OP_COMPLEX},
+    {"put", lower_put, TPU_OP_COMPLEX},
     {"repeat_interleave", lower_repeat_interleave, 0},
     {"roll", lower_roll, TPU_OP_COMPLEX},
     {"scatter", lower_scatter, TPU_OP_COMPLEX},
     {"scatter_add", lower_scatter, TPU_OP_COMPLEX},
     {"scatter_reduce", lower_scatter, 0},
-    {"take", lower_take, 0},
+    {"take", lower_take, TPU_OP_COMPLEX},
     {"tril", lower_triangle, TPU_OP_COMPLEX},
     {"tril_indices", lower_triangle_indices, 0},
     {"triu", lower_triangle, TPU_OP_COMPLEX},

@@ -102,7 +102,7 @@ static const tpu_op_entry entries[] = {
     {"addbmm", lower_product, TPU_OP_COMPLEX},  {"addmm", lower_product, TPU_OP_COMPLEX},
     {"addmv", lower_product, TPU_OP_COMPLEX},   {"addr", lower_product, TPU_OP_COMPLEX},
     {"baddbmm", lower_product, TPU_OP_COMPLEX}, {"bmm", lower_product, TPU_OP_COMPLEX},
-    {"dot", lower_product, TPU_OP_COMPLEX},     {"linalg_cross", lower_cross, 0},
+    {"dot", lower_product, TPU_OP_COMPLEX},     {"linalg_cross", lower_cross, TPU_OP_COMPLEX},
     {"mm", lower_product, TPU_OP_COMPLEX},      {"mv", lower_product, TPU_OP_COMPLEX},
     {"vdot", lower_product, TPU_OP_COMPLEX},
 };
