@@ -1,7 +1,8 @@
 """Losses on tpu against PyTorch's CPU results, forward and backward:
 cross_entropy (class-index and probability targets, weights, ignore_index,
 label smoothing, 1-D to 5-D inputs), nll_loss, mse_loss, l1_loss,
-smooth_l1_loss, huber_loss, binary_cross_entropy and its logits form; every
+smooth_l1_loss, huber_loss, binary_cross_entropy and its logits form,
+multi_margin_loss, multilabel_margin_loss and ctc_loss; every
 reduction, float dtypes CPU supports, non-contiguous and empty inputs, and
 the nn modules."""
 import os
@@ -380,6 +381,69 @@ def test_multi_margin_loss_dtypes_views_empty_module_and_errors():
     assert F.multi_margin_loss(x, t.to("tpu")).item() == pytest.approx(5 / 6)  # 5 classes a margin away, over 6
 
 
+# ---- multilabel_margin_loss ----
+
+# Each row lists its classes up to the first -1: a duplicate, classes after
+# the -1 (ignored), a full row without -1, a row that lists nothing, a single
+# class. (The CPU kernel rejects entries below -1 or past the classes
+# anywhere in the row.)
+MULTILABEL_TARGETS = torch.tensor([[3, 3, 1, -1, 2, 4], [0, 1, 2, 3, 4, 5], [-1, 2, 0, 0, 0, 0],
+                                   [5, -1, 4, 3, 0, 1], [2, 0, -1, -1, -1, -1]])
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("rows", [slice(None), 0, slice(1, 2)], ids=["batch", "unbatched", "batch_of_1"])
+def test_multilabel_margin_loss(rows, reduction):
+    """Values, is_target (exact) and the gradient; margins of 1 between
+    values of spread 0.5 count some pairs and not others. An unbatched
+    'none' is 0-d, as the CPU kernel makes it."""
+    x, t = (randn((5, 6)) * 0.5)[rows], MULTILABEL_TARGETS[rows]
+    check_grad(lambda x, t: F.multilabel_margin_loss(x, t, reduction=reduction), [x], [t])
+    number = {"none": 0, "mean": 1, "sum": 2}[reduction]
+    actual = torch.ops.aten.multilabel_margin_loss_forward(x.to("tpu"), t.to("tpu"), number)
+    assert_close(actual[1], torch.ops.aten.multilabel_margin_loss_forward(x, t, number)[1], rtol=0, atol=0)
+
+
+def test_multilabel_margin_loss_dtypes_views_empty_out_and_module():
+    """(PyTorch's CPU kernel has float and double only.)"""
+    t = MULTILABEL_TARGETS
+    check_grad(lambda x, t: F.multilabel_margin_loss(x, t), [randn((5, 6), torch.float64) * 0.5], [t])
+    check_grad(lambda x, t: F.multilabel_margin_loss(x.t(), t, reduction="sum"), [randn((6, 5)) * 0.5], [t])
+    x = torch.tensor([[0.2, NAN, 0.1, float("inf"), -float("inf"), 0.3]])  # NaN counts nothing; inf wins
+    check_grad(lambda x, t: F.multilabel_margin_loss(x, t, reduction="none"), [x], [torch.tensor([[0, 4, -1, 0, 0, 0]])])
+    # An empty batch: PyTorch's CPU kernel returns uninitialized memory for
+    # 'sum' and 'mean' (torch 2.13), so the sum is checked as a sum.
+    empty, no_targets = torch.zeros(0, 4, device="tpu"), torch.zeros(0, 4, dtype=torch.long, device="tpu")
+    assert F.multilabel_margin_loss(empty, no_targets, reduction="sum").item() == 0
+    assert F.multilabel_margin_loss(empty, no_targets, reduction="none").shape == (0,)
+    x = randn((5, 6)) * 0.5
+    loss, is_target = torch.empty(0, device="tpu"), torch.empty(0, device="tpu")
+    torch.ops.aten.multilabel_margin_loss_forward.output(x.to("tpu"), t.to("tpu"), 0, output=loss,
+                                                         is_target=is_target)
+    expected = torch.ops.aten.multilabel_margin_loss_forward(x, t, 0)
+    assert_close((loss, is_target), expected)
+    g, grad = randn((5,), seed=9), torch.empty(0, device="tpu")
+    torch.ops.aten.multilabel_margin_loss_backward.grad_input(g.to("tpu"), x.to("tpu"), t.to("tpu"), 0, is_target,
+                                                              grad_input=grad)
+    assert_close(grad, torch.ops.aten.multilabel_margin_loss_backward(g, x, t, 0, expected[1]))
+    check_grad(nn.MultiLabelMarginLoss(reduction="sum"), [x], [t])
+
+
+def test_multilabel_margin_loss_compiled():
+    """Under torch.compile the forward stays one node, lowered in C, and its
+    backward is multilabel_margin_loss_backward: PyTorch's decomposition of
+    the forward counts target entries after the first -1, which these
+    targets have."""
+    x, t = randn((5, 6)) * 0.5, MULTILABEL_TARGETS
+    cpu, dev = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    expected = F.multilabel_margin_loss(cpu, t)
+    actual = torch.compile(F.multilabel_margin_loss, backend="tpu")(dev, t.to("tpu"))
+    assert_close(actual, expected)
+    expected.backward()
+    actual.backward()
+    assert_close(dev.grad, cpu.grad)
+
+
 # ---- ctc_loss ----
 
 # T = 12 steps, N = 5 samples, C = 6 classes (blank 0): repeated labels
@@ -460,6 +524,6 @@ def test_ctc_loss_errors():
             F.ctc_loss(x, t.to(device), [8, 3], [6, 3])
         with pytest.raises(RuntimeError, match="must not be empty"):
             F.ctc_loss(x[:0], t.to(device), [0, 0], [5, 3])
-    with pytest.raises(RuntimeError, match=r"_ctc_loss: expected input_lengths as an integer tensor of 2 entries"):
+    with pytest.raises(RuntimeError, match=r"aten::_ctc_loss\.Tensor\(Float\[8, 2, 6\].*\): expected input_lengths as an integer tensor of 2 entries"):
         F.ctc_loss(x, t.to("tpu"), torch.tensor([8, 3, 1], device="tpu"), torch.tensor([5, 3], device="tpu"))
     assert F.ctc_loss(x, t.to("tpu"), [8, 3], [5, 2]).isfinite().item()  # the device still works

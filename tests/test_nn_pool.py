@@ -4,9 +4,11 @@ stride, padding, dilation, ceil_mode; ties, NaN and inf), avg_pool2d
 (count_include_pad, ceil_mode, divisor_override), adaptive_avg_pool2d
 (output sizes that divide the input or not, larger than it),
 adaptive_max_pool2d (values, indices; ties, NaN and inf), their 1-d and 3-d
-forms, max_unpool2d/3d, F.interpolate nearest / nearest-exact / (bi,tri)linear with
+forms, max_unpool2d/3d, fractional_max_pool2d/3d (the same samples on
+both sides; sizes and ratios, ties, NaN and inf, every float dtype),
+F.interpolate nearest / nearest-exact / (bi,tri)linear with
 align_corners both ways, sizes and scale factors, bicubic, antialiased
-bilinear and bicubic, F.grid_sample
+bilinear and bicubic, F.grid_sample on 4-d and 5-d input
 (bilinear / nearest, zeros / border / reflection padding, with the
 grid's gradient), and F.pad reflect /
 replicate / constant in 1-3 dims; float32, float64, bfloat16 and integer
@@ -306,6 +308,135 @@ def test_max_unpool_integer_values_and_index_out_of_range():
     assert out.shape == (1, 1, 4, 4) and out.count_nonzero().item() == 0
 
 
+# ---- fractional_max_pool2d/3d ----
+
+
+def samples(batch, channels, n, dtype=torch.float32, seed=4):
+    """fractional pooling's _random_samples, in [0, 1)."""
+    return torch.rand(batch, channels, n, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def check_fractional(fn, x, s, grad_tol=None):
+    """fn(x, s) -> (values, indices) on CPU and on tpu with the same samples
+    s, both in x's dtype (ATen places the windows with arithmetic in that
+    dtype, rounding every step, so a float32 reference would pool other
+    windows): exact values and indices, then x's gradient, whose sums of
+    overlapping windows may add in another order (grad_tol; parity's
+    defaults when None)."""
+    cpu, dev = x.detach().clone().requires_grad_(), x.detach().to("tpu").requires_grad_()
+    expected, actual = fn(cpu, s), fn(dev, s.to("tpu"))
+    assert_close(actual, expected, **EXACT)
+    g = randn(expected[0].shape, seed=9).to(x.dtype)
+    expected[0].backward(g)
+    actual[0].backward(g.to("tpu"))
+    assert_close(dev.grad, cpu.grad, **(grad_tol or {}))
+
+
+# (kernel, output_size, output_ratio): windows that overlap (kernel past
+# the spacing), that just touch, a single window, and ratios.
+FRACTIONAL2D = [(2, (5, 7), None), ((3, 2), (6, 4), None), (2, (12, 10), None), (3, 1, None),
+                ((1, 2), None, (0.5, 0.5)), (2, None, (0.7, 0.4))]
+
+
+@pytest.mark.parametrize("kernel,size,ratio", FRACTIONAL2D)
+def test_fractional_max_pool2d(kernel, size, ratio):
+    x, s = randn((2, 3, 13, 11)), samples(2, 3, 2)
+    check_fractional(lambda x, s: F.fractional_max_pool2d(x, kernel, size, ratio, True, _random_samples=s), x, s,
+                     F32)
+
+
+@pytest.mark.parametrize("kernel,size", [(2, (3, 4, 2)), ((3, 2, 2), (2, 5, 3)), (1, (5, 6, 4))])
+def test_fractional_max_pool3d(kernel, size):
+    x, s = randn((2, 3, 6, 7, 5)), samples(2, 3, 3)
+    check_fractional(lambda x, s: F.fractional_max_pool3d(x, kernel, size, None, True, _random_samples=s), x, s,
+                     F32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16])
+def test_fractional_max_pool_dtypes_and_unbatched(dtype):
+    """Unbatched inputs read samples [1, C, n]."""
+    check_fractional(lambda x, s: F.fractional_max_pool2d(x, 2, (5, 4), return_indices=True, _random_samples=s),
+                     randn((3, 9, 8), dtype), samples(1, 3, 2, dtype))
+    check_fractional(lambda x, s: F.fractional_max_pool3d(x, 2, (3, 4, 2), return_indices=True, _random_samples=s),
+                     randn((2, 5, 7, 6), dtype), samples(1, 2, 3, dtype))
+
+
+def test_fractional_max_pool_bfloat16_windows_round_every_step():
+    """150 rows into 90 windows: bfloat16's (o + u) * alpha rounds, so its
+    windows differ from float32's (asserted); the tpu pools bfloat16's."""
+    x, s = torch.arange(150.).reshape(1, 1, 150, 1).expand(1, 8, 150, 2).contiguous(), samples(1, 8, 2, seed=0)
+    pool = lambda x, s: F.fractional_max_pool2d(x, (2, 1), (90, 2), return_indices=True, _random_samples=s)  # noqa: E731
+    in_float32 = pool(x, s.bfloat16().float())[1]
+    assert not torch.equal(pool(x.bfloat16(), s.bfloat16())[1], in_float32)
+    check_fractional(pool, x.bfloat16(), s.bfloat16())
+
+
+def test_fractional_max_pool_ties_nan_and_inf():
+    """Ties pick the first position, a NaN wins (the last one), a window of
+    -inf names its first position."""
+    check_fractional(lambda x, s: F.fractional_max_pool2d(x, 3, 4, return_indices=True, _random_samples=s),
+                     torch.ones(1, 2, 9, 9), samples(1, 2, 2), F32)
+    x = randn((1, 2, 9, 9))
+    x[0, 0, 2, 2] = x[0, 0, 2, 3] = x[0, 0, 6, 1] = NAN
+    x[0, 1, :5, :5] = -INF
+    x[0, 1, 8, 8] = INF
+    pool = lambda x, s: F.fractional_max_pool2d(x, 2, 5, return_indices=True, _random_samples=s)  # noqa: E731
+    assert_close(pool(x.to("tpu"), samples(1, 2, 2).to("tpu")), pool(x, samples(1, 2, 2)), **EXACT)
+
+
+def test_fractional_max_pool_views_empty_more_samples_out_and_modules():
+    x = randn((2, 3, 9, 10))
+    check_fractional(lambda x, s: F.fractional_max_pool2d(x.transpose(2, 3)[:, 1:], 2, (6, 4), return_indices=True,
+                                                          _random_samples=s), x, samples(2, 2, 2), F32)
+    # Samples for a larger batch: the first rows are used.
+    check_fractional(lambda x, s: F.fractional_max_pool2d(x, 2, 4, return_indices=True, _random_samples=s), x,
+                     samples(5, 3, 2), F32)
+    check_fractional(lambda x, s: F.fractional_max_pool3d(x, 2, 3, return_indices=True, _random_samples=s),
+                     randn((0, 2, 5, 5, 5)), samples(1, 2, 3))
+    s = samples(2, 3, 2)
+    values, indices = torch.empty(0, device="tpu"), torch.empty(0, dtype=torch.long, device="tpu")
+    torch.ops.aten.fractional_max_pool2d.output(x.to("tpu"), [3, 2], [5, 6], s.to("tpu"), output=values,
+                                                indices=indices)
+    expected = torch.ops.aten.fractional_max_pool2d(x, [3, 2], [5, 6], s)
+    assert_close((values, indices), expected, **EXACT)
+    grad, g = torch.empty(0, device="tpu"), randn(expected[0].shape, seed=9)
+    torch.ops.aten.fractional_max_pool2d_backward.grad_input(g.to("tpu"), x.to("tpu"), [3, 2], [5, 6],
+                                                             indices, grad_input=grad)
+    assert_close(grad, torch.ops.aten.fractional_max_pool2d_backward(g, x, [3, 2], [5, 6], expected[1]), **F32)
+    volume = randn((2, 3, 5, 6, 4))
+    expected = torch.ops.aten.fractional_max_pool3d(volume, [2, 2, 2], [3, 4, 2], samples(2, 3, 3))
+    grad, g = torch.empty(0, device="tpu"), randn(expected[0].shape, seed=9)
+    torch.ops.aten.fractional_max_pool3d_backward.grad_input(g.to("tpu"), volume.to("tpu"), [2, 2, 2], [3, 4, 2],
+                                                             expected[1].to("tpu"), grad_input=grad)
+    assert_close(grad, torch.ops.aten.fractional_max_pool3d_backward(g, volume, [2, 2, 2], [3, 4, 2], expected[1]),
+                 **F32)
+    # The modules, built on each side around that side's samples.
+    check_fractional(lambda x, s: nn.FractionalMaxPool2d(3, output_ratio=(0.5, 0.5), return_indices=True,
+                                                         _random_samples=s)(x), x, s, F32)
+    check_fractional(lambda x, s: nn.FractionalMaxPool3d(2, (2, 3, 2), return_indices=True, _random_samples=s)(x),
+                     randn((2, 3, 5, 6, 4)), samples(2, 3, 3), F32)
+
+
+def test_fractional_max_pool_compiled():
+    """torch.compile(backend="tpu") lowers the same ops, forward and backward."""
+    x, x3 = randn((2, 3, 10, 9)), randn((2, 3, 6, 7, 5))
+    s, s3 = samples(2, 3, 2), samples(2, 3, 3)
+
+    def pool(x, x3, s, s3):
+        return (F.fractional_max_pool2d(x, 2, output_ratio=(0.6, 0.5), _random_samples=s).sum()
+                + F.fractional_max_pool3d(x3, 2, (3, 4, 2), _random_samples=s3).square().sum())
+
+    cpu = [x.clone().requires_grad_(), x3.clone().requires_grad_()]
+    dev = [x.to("tpu").requires_grad_(), x3.to("tpu").requires_grad_()]
+    expected = pool(*cpu, s, s3)
+    actual = torch.compile(pool, backend="tpu")(*dev, s.to("tpu"), s3.to("tpu"))
+    assert_close(actual, expected, **F32)
+    expected.backward()
+    actual.backward()
+    for c, d in zip(cpu, dev):
+        assert_close(d.grad, c.grad, **F32)
+
+
 # ---- interpolate ----
 
 # (mode, dims, size, scale_factor, recompute_scale_factor)
@@ -391,7 +522,7 @@ def test_interpolate_antialias_dtypes_views_and_uint8():
                                        antialias=True), [y], **CUBIC_F32)
     # uint8 images take PyTorch's fixed-point kernel on CPU; the tpu asks for floats.
     image = (randn((1, 3, 12, 10)) * 50).abs().to(torch.uint8)
-    with pytest.raises(NotImplementedError, match="_upsample_bilinear2d_aa: uint8 input is not supported on tpu"):
+    with pytest.raises(NotImplementedError, match=r"aten::_upsample_bilinear2d_aa.*\(Byte\[1, 3, 12, 10\].*\): uint8 input is not supported on tpu"):
         F.interpolate(image.to("tpu"), size=(4, 5), mode="bilinear", antialias=True)
     assert F.interpolate(image.float().to("tpu"), size=(4, 5), mode="bilinear", antialias=True).shape == (1, 3, 4, 5)
 
@@ -429,6 +560,51 @@ def test_grid_sample_affine_grid_and_bicubic_rejected():
                                           align_corners=False), [x, theta], **F32)
     with pytest.raises(NotImplementedError, match="bicubic"):
         F.grid_sample(x.to("tpu"), sample_grid((2, 4, 6, 2)).to("tpu"), mode="bicubic")
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_3d(mode, padding, align_corners):
+    """5-d input: trilinear (mode "bilinear") or nearest, the grid's (x, y, z)
+    reading (W, H, D), with the grid's gradient."""
+    x, grid = randn((2, 3, 4, 5, 6)), sample_grid((2, 3, 4, 2, 3))
+    check_grad(lambda x, g: F.grid_sample(x, g, mode, padding, align_corners), [x, grid], **F32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16])
+def test_grid_sample_3d_dtypes(dtype):
+    x, grid = randn((2, 3, 4, 5, 3), dtype), sample_grid((2, 2, 3, 4, 3)).to(dtype)
+    check_grad(lambda x, g: F.grid_sample(x, g, padding_mode="reflection", align_corners=False), [x, grid])
+
+
+def test_grid_sample_3d_views_single_voxel_empty_out_and_compiled():
+    x, grid = randn((2, 3, 4, 5, 6)), sample_grid((2, 3, 2, 4, 3))
+    check_grad(lambda x, g: F.grid_sample(x.transpose(2, 4), g.flip(2), padding_mode="border", align_corners=True),
+               [x, grid], **F32)
+    check_grad(lambda x, g: F.grid_sample(x[..., :1, :1, :1], g, padding_mode="reflection", align_corners=True),
+               [x, grid], **F32)
+    check_grad(lambda x, g: F.grid_sample(x, g, align_corners=False), [x[:0], grid[:0]])
+    out, expected = torch.empty(0, device="tpu"), torch.ops.aten.grid_sampler_3d(x, grid, 0, 0, False)
+    torch.ops.aten.grid_sampler_3d.out(x.to("tpu"), grid.to("tpu"), 0, 0, False, out=out)
+    assert_close(out, expected, **F32)
+    g = randn(expected.shape, seed=9)
+    grads = [torch.empty(0, device="tpu"), torch.empty(0, device="tpu")]
+    torch.ops.aten.grid_sampler_3d_backward.out(g.to("tpu"), x.to("tpu"), grid.to("tpu"), 0, 0, False, [True, True],
+                                                out0=grads[0], out1=grads[1])
+    assert_close(grads, torch.ops.aten.grid_sampler_3d_backward(g, x, grid, 0, 0, False, [True, True]), **F32)
+
+    def warp(x, g):
+        return F.grid_sample(x, g, padding_mode="border", align_corners=False).square().sum()
+
+    cpu, dev = [x.clone().requires_grad_(), grid.clone().requires_grad_()], [
+        x.to("tpu").requires_grad_(), grid.to("tpu").requires_grad_()]
+    expected, actual = warp(*cpu), torch.compile(warp, backend="tpu")(*dev)
+    assert_close(actual, expected, **F32)
+    expected.backward()
+    actual.backward()
+    for c, d in zip(cpu, dev):
+        assert_close(d.grad, c.grad, **F32)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])

@@ -3,8 +3,12 @@ lacks or gets wrong: the fallback runs an op's meta kernel to size its
 outputs before lowering it. The recurrent cells' ops (csrc/ops/rnn_cell.c),
 which nn.LSTM and nn.GRU call on every accelerator device: PyTorch has none
 for the GRU cell, and its LSTM cell's fails on a layer without biases (it
-reads the absent biases' device). multi_margin_loss_backward
-(csrc/ops/loss.c), which has none. Each is
+reads the absent biases' device). multi_margin_loss_backward,
+multilabel_margin_loss_forward (PyTorch's, its decomposition, gives an
+unbatched 'none' loss shape [1] where its CPU kernel gives 0-d, and counts
+target entries after the first -1: pytorch/pytorch#189552), multilabel_margin_loss_backward
+(csrc/ops/loss.c) and
+fractional_max_pool3d_backward (csrc/ops/pool.c), which have none. Each is
 kept from dynamo: under torch.compile an RNN layer runs eagerly (dynamo
 breaks the graph there), and dynamo would otherwise trace the kernel,
 called from C++, as a graph of its own on meta tensors."""
@@ -63,8 +67,55 @@ def _multi_margin_loss_backward(grad_output, self, target, p, margin, weight=Non
     return torch.empty_like(self)
 
 
+@torch.compiler.disable
+def _multilabel_margin_loss_forward(self, target, reduction):
+    torch._check(self.ndim == 0 or (self.ndim <= 2 and self.shape[-1] != 0),
+                 lambda: f"multilabel_margin_loss: expected a non-empty vector or matrix with an optional "
+                         f"empty batch, got input of shape {list(self.shape)}")
+    torch._check(target.numel() == self.numel() and (target.shape == self.shape or self.ndim < 2 and target.ndim <= 1),
+                 lambda: f"multilabel_margin_loss: expected a target of the input's shape {list(self.shape)}, "
+                         f"got {list(target.shape)}")
+    loss = self.new_empty(self.shape[:1] if reduction == 0 and self.ndim == 2 else ())
+    return loss, torch.empty_like(self)
+
+
+@torch.compiler.disable
+def _multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target):
+    torch._check(target.shape == self.shape and is_target.shape == self.shape,
+                 lambda: f"multilabel_margin_loss_backward: expected target and is_target of self's shape "
+                         f"{list(self.shape)}, got {list(target.shape)} and {list(is_target.shape)}")
+    return torch.empty_like(self)
+
+
+@torch.compiler.disable
+def _fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, indices):
+    torch._check(grad_output.shape == indices.shape,
+                 lambda: f"fractional_max_pool3d_backward: expected grad_output of the indices' shape "
+                         f"{list(indices.shape)}, got {list(grad_output.shape)}")
+    return torch.empty_like(self)
+
+
+def _resizing_grad_input(meta):
+    """The out= overload's meta kernel from the functional one's."""
+    def resize(*args, grad_input):
+        return grad_input.resize_(meta(*args).shape)
+    return torch.compiler.disable(resize)
+
+
 _aten_meta.impl("_thnn_fused_lstm_cell", _lstm_cell)
 _aten_meta.impl("_thnn_fused_gru_cell", _gru_cell)
 _aten_meta.impl("_thnn_fused_gru_cell_backward", _gru_cell_backward)
 _aten_meta.impl("multi_margin_loss", _multi_margin_loss)
 _aten_meta.impl("multi_margin_loss_backward", _multi_margin_loss_backward)
+_aten_meta.impl("multilabel_margin_loss_forward", _multilabel_margin_loss_forward)
+# torch 2.13 also registers that decomposition as the forward's Autograd
+# and Meta Python kernels, which torch.compile's tracer prefers to the
+# dispatcher's: dropped, so a compiled graph keeps the op (and its backward).
+_multilabel_forward = torch.ops.aten.multilabel_margin_loss_forward.default
+for _key in (torch._C.DispatchKey.Autograd, torch._C.DispatchKey.Meta):
+    _multilabel_forward.py_kernels.pop(_key, None)
+_multilabel_forward._dispatch_cache.clear()
+for _name, _meta in (("multilabel_margin_loss_backward", _multilabel_margin_loss_backward),
+                     ("fractional_max_pool3d_backward", _fractional_max_pool3d_backward)):
+    _aten_meta.impl(_name, _meta)
+    _aten_meta.impl(f"{_name}.grad_input", _resizing_grad_input(_meta))

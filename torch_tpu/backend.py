@@ -28,6 +28,18 @@ _TPU = "tpu"
 _capturable.install()
 
 
+def _decompositions():
+    """PyTorch's core ATen decompositions, less those that give wrong
+    results where the C lowering of the op itself is right: torch 2.13's
+    multilabel_margin_loss_forward counts the target entries after the
+    first -1 (pytorch/pytorch#189552)."""
+    table = core_aten_decompositions()
+    for overload in (torch.ops.aten.multilabel_margin_loss_forward.default,
+                     torch.ops.aten.multilabel_margin_loss_forward.output):
+        table.pop(overload, None)
+    return table
+
+
 def _on_tpu(value):
     if isinstance(value, torch.device) and value.type == "cpu":
         return torch.device(_TPU, _C._current_device())
@@ -160,6 +172,6 @@ def tpu_backend(gm, example_inputs, options=None, **kwargs):
     # instead of returning new values for an eager copy_ per tensor.
     return aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph,
                         inference_compiler=compile_graph,
-                        decompositions=core_aten_decompositions(),
+                        decompositions=_decompositions(),
                         keep_inference_input_mutations=True)(gm, example_inputs, **kwargs)
 

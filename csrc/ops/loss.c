@@ -1,5 +1,6 @@
 /* Loss lowerings and their backwards: nll_loss and nll_loss2d (what
- * cross_entropy becomes after log_softmax), multi_margin_loss, mse_loss, smooth_l1_loss,
+ * cross_entropy becomes after log_softmax), multi_margin_loss,
+ * multilabel_margin_loss, mse_loss, smooth_l1_loss,
  * huber_loss, binary_cross_entropy and the forward of
  * binary_cross_entropy_with_logits (its backward is a composite, as are
  * l1_loss and cross_entropy itself).
@@ -385,6 +386,103 @@ static tpu_status lower_multi_margin_backward(tpu_lowering* l) {
   return NULL;
 }
 
+/* ---- multilabel_margin_loss ---- */
+
+/* A multilabel_margin_loss call seen as [N, C] samples by classes (self
+ * [C] or 0-d is one sample); each sample's target row lists its classes
+ * up to the first negative entry. Built as [N, C, C] comparisons of entry
+ * j against class i, C^2 work per sample as ATen's kernels do, with
+ * selects rather than gathers so an empty batch needs no special case. */
+typedef struct multilabel {
+  hlo_type in;         /* [N, C] in the compute dtype */
+  hlo_value picks;     /* bool [N, C, C]: entry j comes before the first negative one and names class i */
+  hlo_value is_target; /* bool [N, C]: class i is listed */
+  hlo_value counted;   /* bool [N, C, C]: entry j listed, class i not, and z > 0 */
+  hlo_value z;         /* [N, C, C]: 1 - x[class of entry j] + x[i] */
+} multilabel;
+
+/* Arguments from `self`: self, target; is_target the backward's argument
+ * (the forward's result), or -1 to find the targets from the entries. */
+static multilabel multilabel_of(tpu_lowering* l, int self, int is_target) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type given = tpu_lower_arg_type(l, self);
+  int64_t n = given.rank == 2 ? given.dims[0] : 1, classes = given.rank == 0 ? 1 : given.dims[given.rank - 1];
+  int64_t cube[3] = {n, classes, classes}, rows[2] = {0, 1}, columns[2] = {0, 2}, per_sample = 0, entries = 1;
+  multilabel m = {hlo_type_make(tpu_dtype_compute(given.dtype), 2, (int64_t[]){n, classes}), HLO_INVALID,
+                  HLO_INVALID, HLO_INVALID, HLO_INVALID};
+  hlo_value x = hlo_reshape(b, tpu_lower_value(l, self, m.in.dtype), 2, m.in.dims);
+  hlo_value target = hlo_reshape(b, hlo_convert(b, tpu_lower_tensor(l, self + 1), TPU_I64), 2, m.in.dims);
+  hlo_value entry = hlo_iota(b, hlo_type_make(TPU_I64, 2, m.in.dims), 1);
+  hlo_value past = hlo_filled(b, TPU_I64, 2, m.in.dims, (double)classes);
+  hlo_value negative = hlo_compare(b, "LT", target, hlo_constant_like(b, target, 0));
+  hlo_value end = hlo_reduce(b, hlo_select(b, negative, entry, past), hlo_constant_i64(b, TPU_I64, classes), "minimum",
+                             &entries, 1);
+  hlo_value listed = hlo_compare(b, "LT", entry, hlo_broadcast_in_dim(b, end, 2, m.in.dims, &per_sample));
+  hlo_value names = hlo_compare(b, "EQ", hlo_broadcast_in_dim(b, target, 3, cube, rows),
+                                hlo_iota(b, hlo_type_make(TPU_I64, 3, cube), 2));
+  m.picks = hlo_binary(b, "and", names, hlo_broadcast_in_dim(b, listed, 3, cube, rows));
+  if (is_target < 0) {
+    m.is_target = hlo_reduce(b, m.picks, hlo_constant(b, TPU_BOOL, 0), "or", &entries, 1);
+  } else {
+    hlo_value given_targets = hlo_reshape(b, tpu_lower_value(l, is_target, m.in.dtype), 2, m.in.dims);
+    m.is_target = hlo_compare(b, "NE", given_targets, hlo_constant_like(b, given_targets, 0));
+  }
+  hlo_value x_i = hlo_broadcast_in_dim(b, x, 3, cube, columns), zero = hlo_constant_like(b, x_i, 0);
+  int64_t class_dim = 2;
+  hlo_value x_entry = hlo_reduce(b, hlo_select(b, m.picks, x_i, zero), hlo_constant(b, m.in.dtype, 0), "add",
+                                 &class_dim, 1);
+  hlo_value one_less = hlo_binary(b, "subtract", hlo_constant_like(b, x_entry, 1), x_entry);
+  m.z = hlo_binary(b, "add", hlo_broadcast_in_dim(b, one_less, 3, cube, rows), x_i);
+  hlo_value other = hlo_unary(b, "not", hlo_broadcast_in_dim(b, m.is_target, 3, cube, columns));
+  m.counted = hlo_binary(b, "and", hlo_binary(b, "and", hlo_broadcast_in_dim(b, listed, 3, cube, rows), other),
+                         hlo_compare(b, "GT", m.z, zero));
+  return m;
+}
+
+/* multilabel_margin_loss_forward(self, target, reduction) -> (output,
+ * is_target): per sample, the sum of the counted z over C; 'none' of one
+ * sample is 0-d, as ATen makes it. */
+static tpu_status lower_multilabel_margin(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  multilabel m = multilabel_of(l, 0, -1);
+  int64_t pairs[2] = {1, 2};
+  hlo_value loss = hlo_reduce(b, hlo_select(b, m.counted, m.z, hlo_constant_like(b, m.z, 0)),
+                              hlo_constant(b, m.in.dtype, 0), "add", pairs, 2);
+  int64_t reduction = tpu_lower_int(l, 2, REDUCTION_MEAN);
+  if (reduction != REDUCTION_NONE) loss = sum_all(b, loss);
+  loss = hlo_binary(b, "divide", loss, hlo_constant_like(b, loss, (double)m.in.dims[1]));
+  if (reduction == REDUCTION_MEAN) loss = hlo_binary(b, "divide", loss, hlo_constant_like(b, loss, (double)m.in.dims[0]));
+  hlo_type out = tpu_lower_output_type(l, 0), targets = tpu_lower_output_type(l, 1);
+  tpu_lower_set_output(l, 0, hlo_reshape(b, loss, out.rank, out.dims));
+  tpu_lower_set_output(l, 1, hlo_reshape(b, hlo_convert(b, m.is_target, m.in.dtype), targets.rank, targets.dims));
+  return NULL;
+}
+
+/* multilabel_margin_loss_backward(grad, self, target, reduction,
+ * is_target): each counted pair adds the sample's scaled gradient to
+ * class i and takes it from the entry's class. */
+static tpu_status lower_multilabel_margin_backward(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  multilabel m = multilabel_of(l, 1, 4);
+  int64_t n = m.in.dims[0], classes = m.in.dims[1], cube[3] = {n, classes, classes}, rows[2] = {0, 1};
+  int64_t entry_dim = 1, class_dim = 2, per_sample = 0;
+  hlo_value zero = hlo_constant(b, m.in.dtype, 0), zeros = hlo_constant_like(b, m.z, 0);
+  hlo_value counts = hlo_select(b, m.counted, hlo_constant_like(b, m.z, 1), zeros);
+  hlo_value gained = hlo_reduce(b, counts, zero, "add", &entry_dim, 1);
+  hlo_value per_entry = hlo_broadcast_in_dim(b, hlo_reduce(b, counts, zero, "add", &class_dim, 1), 3, cube, rows);
+  hlo_value lost = hlo_reduce(b, hlo_select(b, m.picks, per_entry, zeros), zero, "add", &entry_dim, 1);
+  bool mean = tpu_lower_int(l, 3, REDUCTION_MEAN) == REDUCTION_MEAN;
+  hlo_value g = tpu_lower_value(l, 0, m.in.dtype);
+  /* One gradient per sample ('none' of a batch) or one for all. */
+  g = hlo_type_of(b, g)->rank ? hlo_broadcast_in_dim(b, hlo_reshape(b, g, 1, &n), 2, m.in.dims, &per_sample)
+                              : hlo_broadcast_in_dim(b, g, 2, m.in.dims, NULL);
+  g = hlo_binary(b, "multiply", g, hlo_constant_like(b, g, 1.0 / (double)(mean ? n * classes : classes)));
+  hlo_type out = tpu_lower_output_type(l, 0);
+  hlo_value grad = hlo_binary(b, "multiply", hlo_binary(b, "subtract", gained, lost), g);
+  tpu_lower_set_output(l, 0, hlo_reshape(b, grad, out.rank, out.dims));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
     {"binary_cross_entropy", lower_pointwise, 0},
     {"binary_cross_entropy_backward", lower_pointwise, 0},
@@ -395,6 +493,8 @@ static const tpu_op_entry entries[] = {
     {"mse_loss_backward", lower_pointwise, 0},
     {"multi_margin_loss", lower_multi_margin, TPU_OP_SCALARS_IN_KEY},
     {"multi_margin_loss_backward", lower_multi_margin_backward, TPU_OP_SCALARS_IN_KEY},
+    {"multilabel_margin_loss_backward", lower_multilabel_margin_backward, 0},
+    {"multilabel_margin_loss_forward", lower_multilabel_margin, 0},
     {"nll_loss2d_backward", lower_nll_backward, 0},
     {"nll_loss2d_forward", lower_nll_forward, 0},
     {"nll_loss_backward", lower_nll_backward, 0},

@@ -2,8 +2,9 @@
  * inputs (the 2d ops; max_pool1d and avg_pool1d arrive as these) or the
  * last three of [C, D, H, W] or [N, C, D, H, W] (the 3d ops):
  * max_pool{2,3}d_with_indices, avg_pool{2,3}d, _adaptive_avg_pool{2,3}d,
- * adaptive_max_pool{2,3}d and their backward ops. Output sizes come from PyTorch's meta kernels; sums
- * run in float32 for float16/bfloat16. */
+ * adaptive_max_pool{2,3}d, fractional_max_pool{2,3}d and their backward
+ * ops. Output sizes come from PyTorch's meta kernels; sums run in float32
+ * for float16/bfloat16. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -228,9 +229,10 @@ static tpu_status put_in_planes(tpu_lowering* l, int from, int at, const char* c
 }
 
 /* max_pool{2,3}d_with_indices_backward(grad_output, self, kernel, stride,
- * padding, dilation, ceil_mode, indices) and
- * adaptive_max_pool{2,3}d_backward(grad_output, self, indices): each
- * gradient added at its index. */
+ * padding, dilation, ceil_mode, indices),
+ * adaptive_max_pool{2,3}d_backward(grad_output, self, indices) and
+ * fractional_max_pool{2,3}d_backward(grad_output, self, kernel,
+ * output_size, indices): each gradient added at its index. */
 static tpu_status lower_max_pool_backward(tpu_lowering* l) {
   return put_in_planes(l, 0, tpu_lower_arg_count(l) - 1, "add");
 }
@@ -470,6 +472,99 @@ static tpu_status lower_adaptive_max_pool(tpu_lowering* l) {
   return NULL;
 }
 
+/* x `op` y, rounded to `dtype` when the values are wider: ATen computes
+ * fractional pooling's windows in the samples' dtype, rounding each step
+ * (bfloat16 and float16 too), and a window one position off is a
+ * different result, not a rounding error. */
+static hlo_value round_to(hlo_builder* b, hlo_value x, tpu_dtype dtype) {
+  tpu_dtype wide = hlo_type_of(b, x)->dtype;
+  return wide == dtype ? x : hlo_convert(b, hlo_convert(b, x, dtype), wide);
+}
+
+static hlo_value rounded_op(hlo_builder* b, const char* op, hlo_value x, hlo_value y, tpu_dtype dtype) {
+  return round_to(b, hlo_binary(b, op, x, y), dtype);
+}
+
+/* Where each of `out` fractional windows of size `kernel` starts along an
+ * axis of `in`, for each plane's sample u ([planes], dtype's compute
+ * type): trunc((o + u) alpha) - trunc(u alpha) with alpha = (in - kernel)
+ * / (out - 1), the last window ending at the axis' end. [planes, out] i64. */
+static hlo_value fractional_starts(hlo_builder* b, hlo_value u, int64_t planes, int64_t in, int64_t out,
+                                   int64_t kernel, tpu_dtype dtype) {
+  int64_t dims[2] = {planes, out}, along_planes = 0;
+  hlo_type grid = hlo_type_make(TPU_I64, 2, dims);
+  hlo_value last = hlo_filled(b, TPU_I64, 2, dims, (double)(in - kernel));
+  if (out == 1) return last;
+  tpu_dtype t = tpu_dtype_compute(dtype);
+  hlo_value alpha = rounded_op(b, "divide", round_to(b, hlo_constant(b, t, (double)(in - kernel)), dtype),
+                               round_to(b, hlo_constant(b, t, (double)(out - 1)), dtype), dtype);
+  alpha = hlo_broadcast_in_dim(b, alpha, 2, dims, NULL);
+  u = hlo_broadcast_in_dim(b, u, 2, dims, &along_planes);
+  hlo_value o = hlo_iota(b, grid, 1);
+  hlo_value shifted = rounded_op(b, "add", round_to(b, hlo_convert(b, o, t), dtype), u, dtype);
+  hlo_value end = hlo_convert(b, rounded_op(b, "multiply", shifted, alpha, dtype), TPU_I64);
+  hlo_value begin = hlo_convert(b, rounded_op(b, "multiply", u, alpha, dtype), TPU_I64);
+  hlo_value is_last = hlo_compare(b, "EQ", o, hlo_constant_like(b, o, (double)(out - 1)));
+  return hlo_select(b, is_last, last, hlo_binary(b, "subtract", end, begin));
+}
+
+/* fractional_max_pool{2,3}d(self, kernel, output_size, random_samples) ->
+ * (values, indices into each plane or volume). random_samples [N', C, n]
+ * (N' at least the batch, 1 when unbatched) places each plane's windows
+ * along each axis (fractional_starts); ATen reads a 2d plane's samples
+ * as (w, h) and a 3d volume's as (t, h, w). Each window's positions are
+ * gathered and one reduce_window over them keeps the max and its index,
+ * the first one or the last NaN, as ATen's scan. */
+static tpu_status lower_fractional_max_pool(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type in = tpu_lower_arg_type(l, 0), out = tpu_lower_output_type(l, 0), st = tpu_lower_arg_type(l, 3);
+  int n = spatial_dims(l);
+  int64_t kernel[POOL_DIMS], sin[POOL_DIMS], sout[POOL_DIMS];
+  if (!read_sizes(l, 1, n, NULL, kernel)) return NULL;
+  spatial_sizes(&in, n, sin);
+  spatial_sizes(&out, n, sout);
+  if (hlo_type_numel(&out) == 0) { /* XLA rejects gathering from nothing */
+    tpu_lower_set_output(l, 0, hlo_filled(b, out.dtype, out.rank, out.dims, 0));
+    tpu_lower_set_output(l, 1, hlo_filled(b, TPU_I64, out.rank, out.dims, 0));
+    return NULL;
+  }
+  int64_t plane = 1, windows = 1, positions = 1;
+  for (int i = 0; i < n; i++) plane *= sin[i], windows *= sout[i], positions *= kernel[i];
+  int64_t planes = hlo_type_numel(&in) / plane, channels = in.dims[in.rank - n - 1];
+  tpu_dtype dtype = st.dtype;
+  int64_t first[3] = {0, 0, 0}, limit[3] = {planes / channels, channels, n}, step[3] = {1, 1, 1};
+  int64_t per_plane[2] = {planes, n};
+  hlo_value samples = hlo_slice(b, tpu_lower_value(l, 3, tpu_dtype_compute(dtype)), first, limit, step);
+  samples = hlo_reshape(b, samples, 2, per_plane);
+  /* index [planes, out..., kernel...]: each window position's place in its plane. */
+  int64_t shape[1 + 2 * POOL_DIMS] = {planes}, inner = plane;
+  for (int i = 0; i < n; i++) shape[1 + i] = sout[i], shape[1 + n + i] = kernel[i];
+  hlo_value index = HLO_INVALID;
+  for (int i = 0; i < n; i++) {
+    int column = n == 2 ? n - 1 - i : i;
+    inner /= sin[i];
+    hlo_value u = hlo_reshape(b, hlo_slice_dim(b, samples, 1, column, column + 1), 1, &planes);
+    hlo_value starts = fractional_starts(b, u, planes, sin[i], sout[i], kernel[i], dtype);
+    int64_t axis[3] = {planes, sout[i], kernel[i]}, keep[2] = {0, 1}, at[3] = {0, 1 + i, 1 + n + i};
+    hlo_value pos = hlo_binary(b, "add", hlo_broadcast_in_dim(b, starts, 3, axis, keep),
+                               hlo_iota(b, hlo_type_make(TPU_I64, 3, axis), 2));
+    pos = hlo_broadcast_in_dim(b, hlo_binary_constant(b, "multiply", pos, (double)inner), 1 + 2 * n, shape, at);
+    index = i ? hlo_binary(b, "add", index, pos) : pos;
+  }
+  int64_t flat[2] = {planes, windows * positions}, grouped[3] = {planes, windows, positions}, x_dims[2] = {planes, plane};
+  hlo_value x = hlo_reshape(b, tpu_lower_tensor(l, 0), 2, x_dims);
+  hlo_value taken = hlo_gather_elements(b, x, 1, hlo_reshape(b, index, 2, flat));
+  hlo_window w = hlo_window_identity(3);
+  w.dims[2] = positions;
+  hlo_value values, indices;
+  hlo_reduce_window_argmax(b, hlo_reshape(b, taken, 3, grouped), hlo_reshape(b, index, 3, grouped),
+                           hlo_constant_extreme(b, in.dtype, false), hlo_constant_i64(b, TPU_I64, INT64_MAX), &w,
+                           &values, &indices);
+  tpu_lower_set_output(l, 0, hlo_reshape(b, values, out.rank, out.dims));
+  tpu_lower_set_output(l, 1, hlo_reshape(b, indices, out.rank, out.dims));
+  return NULL;
+}
+
 static const tpu_op_entry entries[] = {
     {"_adaptive_avg_pool2d", lower_adaptive_avg_pool, 0},
     {"_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool_backward, 0},
@@ -483,6 +578,10 @@ static const tpu_op_entry entries[] = {
     {"avg_pool2d_backward", lower_avg_pool_backward, 0},
     {"avg_pool3d", lower_avg_pool, 0},
     {"avg_pool3d_backward", lower_avg_pool_backward, 0},
+    {"fractional_max_pool2d", lower_fractional_max_pool, 0},
+    {"fractional_max_pool2d_backward", lower_max_pool_backward, 0},
+    {"fractional_max_pool3d", lower_fractional_max_pool, 0},
+    {"fractional_max_pool3d_backward", lower_max_pool_backward, 0},
     {"max_pool2d_with_indices", lower_max_pool, 0},
     {"max_pool2d_with_indices_backward", lower_max_pool_backward, 0},
     {"max_pool3d_with_indices", lower_max_pool, 0},
