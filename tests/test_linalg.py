@@ -1,7 +1,8 @@
 """Matrix products on tpu against PyTorch's CPU results: mm, bmm, matmul (all
 its shape cases), dot, vdot, mv, outer, addmm, addmv, baddbmm, addbmm, addr,
 linear and nn.Linear; the cross product (linalg.cross, torch.cross);
-Cholesky, triangular solves, LU (factor, P/L/U, solve, inv, det, slogdet),
+Cholesky, triangular solves (cholesky_solve, cholesky_inverse and the older
+triangular_solve and cholesky too), LU (factor, P/L/U, solve, inv, det, slogdet),
 QR, the matrix exponential, cdist and pdist.
 
 Float32 products compare with rtol 1e-5 / atol 1e-5 (scaled for long
@@ -243,6 +244,75 @@ def test_solve_triangular(upper, left, unitriangular):
           t, rhs)
     check(lambda t, b: torch.linalg.solve_triangular(t[0], b, upper=upper, left=left), t.float(), rhs.float(),
           rtol=1e-5, atol=1e-5)  # one matrix against a batch
+
+
+@pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_solve_inverse_and_the_older_apis(upper, dtype):
+    """torch.cholesky_solve (batches broadcast), cholesky_inverse,
+    triangular_solve (transposed, unit diagonal) and the deprecated
+    torch.cholesky, with gradients, against the CPU."""
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-12)
+    a = spd((2, 4, 4), dtype)
+    factor = torch.linalg.cholesky(a, upper=upper)
+    rhs = make((3, 1, 4, 2), dtype, seed=2)
+    check(with_grads(lambda b, f: torch.cholesky_solve(b, f, upper)), rhs, factor, **tol)
+    check(with_grads(lambda f: torch.cholesky_inverse(f, upper)), factor, **tol)
+    check(with_grads(lambda f: torch.cholesky_inverse(f.transpose(-2, -1)[1], not upper)), factor, **tol)
+    for transpose in (False, True):
+        for unitriangular in (False, True):
+            check(with_grads(lambda b, f: torch.triangular_solve(b, f, upper, transpose, unitriangular)),
+                  rhs[:, :1], factor[1], **tol)
+    check(with_grads(lambda a: torch.cholesky(a, upper)), a, **tol)
+
+
+@pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated")
+def test_cholesky_solve_inverse_empty_out_and_errors():
+    factor = torch.linalg.cholesky(spd((3, 3), torch.float64))
+    check(lambda b, f: torch.cholesky_solve(b, f), make((3, 0), torch.float64), factor)
+    check(lambda b, f: torch.cholesky_solve(b, f), make((0, 2), torch.float64), torch.zeros(0, 0, dtype=torch.float64))
+    check(torch.cholesky_inverse, torch.zeros(2, 0, 0))
+    check(lambda b, f: torch.triangular_solve(b, f), make((0, 3, 1), torch.float64), factor)
+    out = torch.empty(0, dtype=torch.float64, device="tpu")
+    torch.cholesky_inverse(factor.to("tpu"), out=out)
+    check(lambda f: torch.cholesky_inverse(f), factor)
+    assert torch.allclose(out.cpu(), torch.cholesky_inverse(factor), rtol=1e-10, atol=1e-12)
+    x, cloned = torch.empty(0, device="tpu"), torch.empty(0, device="tpu")
+    torch.triangular_solve(make((3, 2), torch.float32).to("tpu"), factor.float().to("tpu"), out=(x, cloned))
+    expected = torch.triangular_solve(make((3, 2), torch.float32), factor.float())
+    assert torch.allclose(x.cpu(), expected[0], rtol=1e-5, atol=1e-6) and torch.equal(cloned.cpu(), expected[1])
+    # (The minor named may be lower than the CPU's: see the test above.)
+    with pytest.raises(torch.linalg.LinAlgError, match="cholesky: .* not positive-definite"):
+        torch.cholesky(torch.tensor([[1.0, 2.0], [2.0, 1.0]], device="tpu"))
+    with pytest.raises(RuntimeError, match="Incompatible matrix sizes"):
+        torch.cholesky_solve(make((4, 2), torch.float64).to("tpu"), factor.to("tpu"))
+    assert torch.cholesky_inverse(factor.to("tpu")).shape == (3, 3)  # the device still works
+
+
+def test_linalg_error_checks_under_compile():
+    """linalg.cholesky, solve and inv read their info back to raise; in a
+    compiled graph the check runs after the program, with the CPU's error."""
+    import torch_tpu.metrics
+
+    @torch.compile(backend="tpu")
+    def solves(a, b):
+        factor = torch.linalg.cholesky(a)
+        return torch.linalg.solve(a, b) + torch.cholesky_solve(b, factor), torch.linalg.inv(a), \
+            torch.linalg.cholesky_ex(a).info
+
+    a, b = spd((2, 4, 4), torch.float64), make((2, 4, 2), torch.float64, seed=2)
+    x, inverse, info = solves(a.to("tpu"), b.to("tpu"))
+    assert torch.allclose(x.cpu(), 2 * torch.linalg.solve(a, b), rtol=1e-10, atol=1e-12)
+    assert torch.allclose(inverse.cpu(), torch.linalg.inv(a), rtol=1e-10, atol=1e-12)
+    assert torch.equal(info.cpu(), torch.zeros(2, dtype=torch.int32))
+    compiles = torch_tpu.metrics.counters()["compile"]
+    bad = a.clone()
+    bad[1] = -bad[1]
+    with pytest.raises(torch.linalg.LinAlgError, match=r"linalg.cholesky: \(Batch element 1\): .*not positive-definite"):
+        solves(bad.to("tpu"), b.to("tpu"))
+    assert torch.equal(solves(a.to("tpu"), b.to("tpu"))[2].cpu(), info.cpu())
+    assert torch_tpu.metrics.counters()["compile"] == compiles  # one program throughout
 
 
 def test_multivariate_normal_log_prob_and_gradients():

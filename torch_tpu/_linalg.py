@@ -3,7 +3,9 @@ CPU and CUDA kernels compute them: from the LU factors (linalg_lu_factor_ex
 and linalg_lu_solve, lowered in csrc/ops/factorizations.c), which they return for the
 backward formulas to reuse. det and slogdet factor A^T for a contiguous real
 A (LAPACK wants columns; det(A^T) = det(A)), solve factors A itself; the
-factors returned here are the same ones."""
+factors returned here are the same ones. Also the deprecated torch.cholesky:
+linalg_cholesky_ex (csrc/ops/triangular.c) with its info read back, as
+PyTorch's kernel does."""
 import torch
 
 _aten_tpu = torch.library.Library("aten", "IMPL", "PrivateUse1")
@@ -40,6 +42,13 @@ def _linalg_slogdet(A):
     return diagonal.sgn().prod(-1) * _permutation_sign(pivots), diagonal.abs().log().sum(-1), LU, pivots
 
 
+def _cholesky(A, upper=False):
+    L, info = torch.ops.aten.linalg_cholesky_ex(A, upper=upper)
+    torch._linalg_check_errors(info, "cholesky", is_matrix=A.dim() == 2)
+    return L
+
+
+_aten_tpu.impl("cholesky", _cholesky)
 _aten_tpu.impl("_linalg_solve_ex", _linalg_solve_ex)
 _aten_tpu.impl("_linalg_det", _linalg_det)
 _aten_tpu.impl("_linalg_slogdet", _linalg_slogdet)

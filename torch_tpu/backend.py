@@ -48,12 +48,29 @@ def _on_tpu(value):
     return value
 
 
+_CHECK_ERRORS = torch.ops.aten._linalg_check_errors.default
+
+
 class _TpuInterpreter(torch.fx.Interpreter):
-    """Runs graph nodes with every tensor on the tpu (see the module doc)."""
+    """Runs graph nodes with every tensor on the tpu (see the module doc).
+    A linalg op's error check (linalg.cholesky, inv, solve: each reads its
+    info back) cannot read a value while the program is being captured: the
+    check is kept in `checks` and made after each run instead, when the
+    values exist, so bad input raises the same error, as inductor's would."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.checks = []  # (info, api_name, is_matrix) of each deferred check
 
     def call_function(self, target, args, kwargs):
         args = torch.fx.node.map_aggregate(args, _on_tpu)
         kwargs = torch.fx.node.map_aggregate(kwargs, _on_tpu)
+        if target is torch.ops.higher_order.with_effects and args[1] is _CHECK_ERRORS:
+            self.checks.append((args[2], args[3], kwargs.get("is_matrix", True)))
+            return args[0], None  # (the ordering token, the check's result)
+        if target is _CHECK_ERRORS:
+            self.checks.append((args[0], args[1], kwargs.get("is_matrix", True)))
+            return None
         return super().call_function(target, args, kwargs)
 
     def get_attr(self, target, args, kwargs):
@@ -63,8 +80,9 @@ class _TpuInterpreter(torch.fx.Interpreter):
 class _Captured:
     """One captured program: its outputs' places in the graph's result."""
 
-    def __init__(self, program, template, tensor_slots, cpu_slots, cpu_inputs):
+    def __init__(self, program, template, tensor_slots, cpu_slots, cpu_inputs, checks):
         self.program = program
+        self.checks = checks              # (api_name, is_matrix) per info the program returns last
         self.template = template          # the graph's outputs, tensors as None
         self.tensor_slots = tensor_slots  # where the program's outputs go
         self.cpu_slots = cpu_slots        # outputs the graph declares on the CPU
@@ -118,6 +136,10 @@ class CompiledGraph:
         given = [a for a in args if isinstance(a, torch.Tensor)] if captured.cpu_written else None
         del args
         outs = captured.program.run(inputs)
+        if captured.checks:
+            infos, outs = outs[len(outs) - len(captured.checks):], outs[:len(outs) - len(captured.checks)]
+            for info, (api_name, is_matrix) in zip(infos, captured.checks):
+                torch._linalg_check_errors(info, api_name, is_matrix=is_matrix)
         for i in captured.cpu_written:
             given[i].copy_(inputs[i])
         result = list(captured.template)
@@ -133,8 +155,9 @@ class CompiledGraph:
         # so the first run draws what any later run from that state would.
         rng_state = torch.tpu.get_rng_state(device)
         _C._capture_begin(device)
+        interpreter = _TpuInterpreter(self.gm)
         try:
-            outs = _TpuInterpreter(self.gm).run(*run_args)
+            outs = interpreter.run(*run_args)
         except BaseException:
             _C._capture_abort(device)
             raise
@@ -143,10 +166,12 @@ class CompiledGraph:
         outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
         slots = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor)]
         template = [None if isinstance(o, torch.Tensor) else o for o in outs]
-        program = _C._capture_end(device, inputs, [outs[i] for i in slots])
+        infos = [info for info, _, _ in interpreter.checks]
+        program = _C._capture_end(device, inputs, [outs[i] for i in slots] + infos)
         cpu_inputs = {i for i, a in enumerate(a for a in args if isinstance(a, torch.Tensor))
                       if a.device.type == "cpu"}
-        return _Captured(program, template, slots, self.cpu_outputs, cpu_inputs)
+        checks = [(api_name, is_matrix) for _, api_name, is_matrix in interpreter.checks]
+        return _Captured(program, template, slots, self.cpu_outputs, cpu_inputs, checks)
 
 
 def _compile_graph(gm, example_inputs, bucket_bound=None):

@@ -161,13 +161,12 @@ static hlo_value transposed(hlo_builder* b, hlo_value x) {
  * factors and the row order; all of one batch shape. */
 static hlo_value lu_solve(hlo_builder* b, hlo_value lu, hlo_value order, hlo_value rhs, bool adjoint) {
   if (!adjoint) {
-    hlo_value y = hlo_triangular_solve(b, lu, rows_in_order(b, rhs, order), true, true, true);
-    return hlo_triangular_solve(b, lu, y, true, false, false);
+    hlo_value y = hlo_triangular_solve(b, lu, rows_in_order(b, rhs, order), true, true, true, false);
+    return hlo_triangular_solve(b, lu, y, true, false, false, false);
   }
-  /* U^T L^T P^T X = rhs: the transposed factors, then the rows put back. */
-  hlo_value lu_t = transposed(b, lu);
-  hlo_value z = hlo_triangular_solve(b, lu_t, rhs, true, true, false);
-  hlo_value w = hlo_triangular_solve(b, lu_t, z, true, false, true);
+  /* U^T L^T P^T X = rhs: the factors solved transposed, then the rows put back. */
+  hlo_value z = hlo_triangular_solve(b, lu, rhs, true, false, false, true);
+  hlo_value w = hlo_triangular_solve(b, lu, z, true, true, true, true);
   hlo_type ot = *hlo_type_of(b, order);
   hlo_value place = hlo_scatter_elements(b, hlo_filled(b, TPU_I64, ot.rank, ot.dims, 0), ot.rank - 1, order,
                                          hlo_iota(b, ot, ot.rank - 1), NULL);

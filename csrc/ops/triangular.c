@@ -1,8 +1,9 @@
-/* Cholesky factors and triangular solves: linalg_cholesky_ex (so
+/* Cholesky factors and triangular solves, batched: linalg_cholesky_ex (so
  * torch.linalg.cholesky, torch.cholesky and the Gaussian distributions'
- * scale_tril) and linalg_solve_triangular, batched. Their backwards are
- * PyTorch's formulas over these two and matmul. LU, QR, SVD and
- * eigendecompositions have no StableHLO op and stay unlowered. */
+ * scale_tril), linalg_solve_triangular and the older triangular_solve,
+ * and solves with a Cholesky factor (_cholesky_solve_helper, so
+ * torch.cholesky_solve, and cholesky_inverse). Their backwards are
+ * PyTorch's formulas over these and matmul. */
 #include "hlo/conv_ops.h"
 #include "hlo/linalg_ops.h"
 #include "ops/families.h"
@@ -57,13 +58,57 @@ static tpu_status lower_solve_triangular(tpu_lowering* l) {
   a_type.dims[out.rank - 2] = a_type.dims[out.rank - 1] = n;
   hlo_value a = tpu_lower_value_as(l, 0, &a_type), rhs = tpu_lower_value_as(l, 1, &out);
   tpu_lower_set_output(l, 0, hlo_triangular_solve(b, a, rhs, tpu_lower_bool(l, 3, true), !tpu_lower_bool(l, 2, false),
-                                                  tpu_lower_bool(l, 4, false)));
+                                                  tpu_lower_bool(l, 4, false), false));
+  return NULL;
+}
+
+/* triangular_solve(B, A, upper, transpose, unitriangular) -> (X,
+ * cloned_coefficient): X with A X = B (A^T X = B if transpose), both
+ * broadcast to their common batch. */
+static tpu_status lower_triangular_solve(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type x_type = tpu_lower_output_type(l, 0), a_type = tpu_lower_output_type(l, 1);
+  hlo_value a = tpu_lower_value_as(l, 1, &a_type), rhs = tpu_lower_value_as(l, 0, &x_type);
+  tpu_lower_set_output(l, 0, hlo_triangular_solve(b, a, rhs, true, !tpu_lower_bool(l, 2, true),
+                                                  tpu_lower_bool(l, 4, false), tpu_lower_bool(l, 3, false)));
+  tpu_lower_set_output(l, 1, a);
+  return NULL;
+}
+
+/* X with A X = rhs for A = L L^T (upper: U^T U) given the factor: two
+ * triangular solves, the factor read untransposed in one, transposed in
+ * the other. */
+static hlo_value cholesky_solve(hlo_builder* b, hlo_value factor, hlo_value rhs, bool upper) {
+  hlo_value y = hlo_triangular_solve(b, factor, rhs, true, !upper, false, upper);
+  return hlo_triangular_solve(b, factor, y, true, !upper, false, !upper);
+}
+
+/* _cholesky_solve_helper(B, factor, upper): the batch dims already
+ * broadcast by cholesky_solve. */
+static tpu_status lower_cholesky_solve(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type out = tpu_lower_output_type(l, 0);
+  hlo_value x = cholesky_solve(b, tpu_lower_value(l, 1, out.dtype), tpu_lower_value(l, 0, out.dtype),
+                               tpu_lower_bool(l, 2, false));
+  tpu_lower_set_output(l, 0, x);
+  return NULL;
+}
+
+/* cholesky_inverse(factor, upper): A^-1 as the solve of A X = I. */
+static tpu_status lower_cholesky_inverse(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  hlo_type out = tpu_lower_output_type(l, 0);
+  hlo_value x = cholesky_solve(b, tpu_lower_value(l, 0, out.dtype), hlo_identity(b, out), tpu_lower_bool(l, 1, false));
+  tpu_lower_set_output(l, 0, x);
   return NULL;
 }
 
 static const tpu_op_entry entries[] = {
+    {"_cholesky_solve_helper", lower_cholesky_solve, 0},
+    {"cholesky_inverse", lower_cholesky_inverse, 0},
     {"linalg_cholesky_ex", lower_cholesky, 0},
     {"linalg_solve_triangular", lower_solve_triangular, 0},
+    {"triangular_solve", lower_triangular_solve, 0},
 };
 
 TPU_OP_FAMILY(tpu_ops_triangular, entries);
