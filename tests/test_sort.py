@@ -199,13 +199,16 @@ def test_searchsorted_nan_values_land_past_every_boundary():
         check(lambda v, s: torch.bucketize(v, s, right=right), values, boundaries)
 
 
-def test_searchsorted_sorter_is_rejected_with_a_way_out():
-    seq = torch.tensor([3.0, 1.0, 2.0], device="tpu")
-    sorter = torch.argsort(seq)
-    with pytest.raises(NotImplementedError, match="sorter"):
-        torch.searchsorted(seq, torch.tensor([1.5], device="tpu"), sorter=sorter)
-    got = torch.searchsorted(seq.gather(-1, sorter), torch.tensor([1.5], device="tpu"))
-    assert got.cpu().tolist() == [1]
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_with_a_sorter(right):
+    seq = make((2, 3, 7), seed=3)  # unsorted: the sorter orders each row
+    seq[0, 0, :3] = seq[0, 0, 3:6]  # ties
+    values = torch.cat([make((2, 3, 4), seed=4), seq[..., :2]], dim=-1)  # values equal to boundaries too
+    sorter = torch.argsort(seq, dim=-1)
+    check(lambda s, v, o: torch.searchsorted(s, v, right=right, sorter=o), seq, values, sorter)
+    check(lambda s, v, o: torch.searchsorted(s, v, side="right" if right else "left", sorter=o, out_int32=True),
+          seq[1, 2], values[1, 2], sorter[1, 2])
+    check(lambda s, o: torch.searchsorted(s, 0.5, right=right, sorter=o), seq[0, 0], sorter[0, 0])
 
 
 @pytest.mark.parametrize("invert", [False, True])

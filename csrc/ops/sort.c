@@ -205,18 +205,15 @@ static tpu_status lower_mode(tpu_lowering* l) {
  * boundaries (along the sequence's last dim) lie before it, "< value" or,
  * for right, "<= value", counted with one comparison per pair: XLA has no
  * binary search, and the count is what the search finds in a sorted
- * sequence. A NaN value lands past every boundary, as the CPU's search does;
- * for sequences holding NaN the CPU's search and the count may differ. */
+ * sequence. The count does not depend on the boundaries' order, so a
+ * sorter (the order that sorts the sequence) changes nothing and is not
+ * read (nor are its indices checked, as the CPU does). A NaN value lands
+ * past every boundary, as the CPU's search does; for sequences holding
+ * NaN the CPU's search and the count may differ. */
 static tpu_status lower_searchsorted(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   bool bucketize = strcmp(tpu_lower_op_name(l), "bucketize") == 0;
   int seq_at = bucketize ? 1 : 0, value_at = bucketize ? 0 : 1;
-  if (!bucketize && !tpu_lower_is_none(l, 5)) {
-    tpu_lower_fail(l, TPU_UNIMPLEMENTED,
-                   "aten::searchsorted: sorter= has no tpu lowering; pass the sequence sorted "
-                   "(sequence.gather(-1, sorter)) instead");
-    return NULL;
-  }
   bool right = tpu_lower_bool(l, 3, false);
   const char* side = bucketize ? NULL : tpu_lower_string(l, 4, NULL);
   if (side) right = strcmp(side, "right") == 0;
