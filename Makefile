@@ -57,7 +57,7 @@ ctest: $(TEST_BIN) | $(STAMP)
 
 # The op and example parity suites also run in fused eager mode, and the
 # examples in debug mode (debug runs strict's programs, awaiting each).
-PARITY_TESTS := $(sort $(wildcard tests/test_elementwise.py tests/test_reduce.py tests/test_linalg.py \
+PARITY_TESTS := $(sort $(wildcard tests/test_elementwise.py tests/test_reduce.py tests/test_linalg.py tests/test_linalg_eigen.py \
                   tests/test_indexing.py tests/test_creation.py tests/test_sort.py tests/test_nn_*.py \
                   tests/test_optim.py tests/test_fused_optim.py tests/test_grad_scaler.py tests/test_autocast.py tests/test_data_dependent.py tests/test_moe.py \
                   tests/test_complex.py tests/test_fft.py \

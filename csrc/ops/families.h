@@ -40,6 +40,7 @@ extern const tpu_op_family tpu_ops_matrix_exp;  /* ops/matrix_exp.c */
 extern const tpu_op_family tpu_ops_factorizations; /* ops/factorizations.c */
 extern const tpu_op_family tpu_ops_fft;  /* ops/fft.c */
 extern const tpu_op_family tpu_ops_complex;     /* ops/complex.c */
+extern const tpu_op_family tpu_ops_eigen;       /* ops/eigen.c */
 
 #define TPU_OP_FAMILY(name, table) \
   const tpu_op_family name = {table, (int)(sizeof table / sizeof table[0])}
