@@ -181,13 +181,13 @@ def test_fused_adagrad_op_tensor_lr():
 def test_bad_lists_name_the_op_and_the_shapes():
     params, grads, exp_avgs, exp_avg_sqs, _, steps = [[t.to("tpu") for t in lst]
                                                      for lst in adam_lists(torch.float32, False)]
-    with pytest.raises(RuntimeError, match=r"_fused_adamw_: grads has 3 tensors but self has 4"):
+    with pytest.raises(RuntimeError, match=r"aten::_fused_adamw_\(\[4 tensors: Float\[5, 3\], \.\.\.\], \[3 tensors: .*0\.9, 0\.999.*\): grads has 3 tensors but self has 4"):
         torch._fused_adamw_(params, grads[:3], exp_avgs, exp_avg_sqs, [], steps, amsgrad=False,
                             maximize=False, **ADAM_HYPER)
     with pytest.raises(RuntimeError, match=r"exp_avgs\[0\] has shape \[3, 5\].*self\[0\] has shape \[5, 3\]"):
         torch._fused_adamw_(params, grads, [exp_avgs[0].t().contiguous()] + exp_avgs[1:], exp_avg_sqs, [],
                             steps, amsgrad=False, maximize=False, **ADAM_HYPER)
-    with pytest.raises(RuntimeError, match=r"_fused_adamw_: amsgrad=True needs max_exp_avg_sqs"):
+    with pytest.raises(RuntimeError, match=r"aten::_fused_adamw_\(.*\): amsgrad=True needs max_exp_avg_sqs"):
         torch._fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=True, maximize=False,
                             **ADAM_HYPER)
     # The device still works, and the good call updates.

@@ -65,6 +65,29 @@ MODELS = {
     "gpt_oss": (lambda: T.GptOssForCausalLM(T.GptOssConfig(
         **MOE, num_local_experts=4, head_dim=8, layer_types=["sliding_attention", "full_attention"],
         sliding_window=8)), causal_lm),
+    # ALiBi position biases (a cumulative sum of the mask, baddbmm)
+    "bloom": (lambda: T.BloomForCausalLM(T.BloomConfig(hidden_size=32, n_layer=2, n_head=4, vocab_size=101)),
+              causal_lm),
+    # Disentangled attention: relative-position buckets gathered into the scores
+    "deberta_v2": (lambda: T.DebertaV2ForMaskedLM(T.DebertaV2Config(**COMMON)), causal_lm),
+    # Two-stream attention over permutations, written with einsum
+    "xlnet": (lambda: T.XLNetLMHeadModel(T.XLNetConfig(d_model=32, n_layer=2, n_head=4, d_inner=64,
+                                                       vocab_size=101)), causal_lm),
+    # State-space and recurrent models in PyTorch ops (no custom kernels off CUDA): Mamba's
+    # selective scan, RWKV's time mixing, RecurrentGemma's RG-LRU with local attention
+    "mamba": (lambda: T.MambaForCausalLM(T.MambaConfig(hidden_size=32, num_hidden_layers=2, vocab_size=101,
+                                                       state_size=8)), causal_lm),
+    "rwkv": (lambda: T.RwkvForCausalLM(T.RwkvConfig(hidden_size=32, num_hidden_layers=2, vocab_size=101,
+                                                    attention_hidden_size=32, intermediate_size=64,
+                                                    context_length=64)), causal_lm),
+    "recurrent_gemma": (lambda: T.RecurrentGemmaForCausalLM(T.RecurrentGemmaConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1, intermediate_size=64,
+        vocab_size=101, lru_width=32, attention_window_size=8, block_types=["recurrent", "attention"])),
+        causal_lm),
+    # Characters hashed into buckets, downsampled by a strided convolution and upsampled back
+    "canine": (lambda: T.CanineForSequenceClassification(T.CanineConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, num_hash_buckets=64,
+        downsampling_rate=2, num_labels=2)), lambda: dict(input_ids=tokens(), labels=torch.tensor([0, 1]))),
     "t5": (lambda: T.T5ForConditionalGeneration(T.T5Config(d_model=32, d_ff=64, num_layers=2, num_heads=4,
                                                             d_kv=8, vocab_size=101, decoder_start_token_id=0)),
            seq2seq),
@@ -97,6 +120,10 @@ MODELS = {
         images),
     "convnext": (lambda: T.ConvNextForImageClassification(T.ConvNextConfig(
         hidden_sizes=[8, 16, 24, 32], depths=[1, 1, 1, 1], num_labels=5, image_size=32)), images),
+    # Efficient self-attention (keys and values from a strided convolution) and Mix-FFN's depthwise conv
+    "segformer": (lambda: T.SegformerForImageClassification(T.SegformerConfig(
+        hidden_sizes=[8, 16, 16, 16], depths=[1, 1, 1, 1], num_attention_heads=[1, 1, 1, 1], decoder_hidden_size=16,
+        num_labels=4)), images),
     "clip": (lambda: T.CLIPModel(T.CLIPConfig(
         text_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
                          vocab_size=101, max_position_embeddings=16),

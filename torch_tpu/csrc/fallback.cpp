@@ -504,12 +504,25 @@ std::string describe(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> i
   for (size_t i = 0; i < inputs.size(); i++) {
     if (i) s << ", ";
     const auto& v = inputs[i];
-    if (v.isTensor() && v.toTensor().defined())
-      s << v.toTensor().scalar_type() << v.toTensor().sizes() << (v.toTensor().is_contiguous() ? "" : " (strided)");
-    else if (v.isScalar() || v.isIntList() || v.isBool())
+    auto tensor = [&](const at::Tensor& t) {
+      s << t.scalar_type() << t.sizes() << (t.is_contiguous() ? "" : " (strided)");
+    };
+    if (v.isTensor() && v.toTensor().defined()) {
+      tensor(v.toTensor());
+    } else if (v.isTensorList()) {  // an optimizer's lists run to hundreds: the count and the first
+      auto list = v.toTensorList();
+      s << "[" << list.size() << " tensors" << (list.empty() ? "" : ": ");
+      if (!list.empty()) tensor(list.get(0));
+      s << (list.size() > 1 ? ", ...]" : "]");
+    } else if (v.isDouble()) {
+      s << v.toDouble();  // 0.9, not 0.90000000000000002
+    } else if (v.isString()) {
+      s << "'" << v.toStringRef() << "'";
+    } else if (v.isScalar() || v.isIntList() || v.isBool()) {
       s << v;
-    else
+    } else {
       s << v.tagKind();
+    }
   }
   s << ")";
   return s.str();
