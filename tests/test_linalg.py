@@ -430,6 +430,8 @@ def test_qr(shape, dtype):
     every mode, and the gradients of Q and R."""
     a, tol = make(shape, dtype), LU_TOL[dtype]
     check(torch.geqrf, a, **tol)
+    check(lambda a, r, tau: torch.geqrf(a, out=(r, tau)), a, torch.empty(0, dtype=dtype), torch.empty(0, dtype=dtype),
+          **tol)
     if shape[-2] >= shape[-1]:
         check(torch.linalg.householder_product, *torch.geqrf(a), **tol)
     for mode in ("reduced", "complete", "r"):

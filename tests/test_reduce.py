@@ -543,6 +543,9 @@ def test_logcumsumexp_infinities_nan_edges_and_gradients():
     check(lambda x: torch.logcumsumexp(x, 1), x)
     check(lambda x: torch.logcumsumexp(x, 0), torch.tensor(2.0))
     check(lambda x: torch.logcumsumexp(x, 1), torch.zeros(2, 0))
+    check(lambda x, out: torch.logcumsumexp(x, 1, out=out), make((3, 7), torch.float32), torch.empty(0),
+          rtol=1e-5, atol=1e-5)
+    assert torch.logcumsumexp(torch.empty(3, 7, device="meta"), 1).shape == (3, 7)  # torch_tpu/_meta.py
 
     def grad(x):
         x = x.detach().requires_grad_()

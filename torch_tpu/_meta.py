@@ -7,8 +7,9 @@ reads the absent biases' device). multi_margin_loss_backward,
 multilabel_margin_loss_forward (PyTorch's, its decomposition, gives an
 unbatched 'none' loss shape [1] where its CPU kernel gives 0-d, and counts
 target entries after the first -1: pytorch/pytorch#189552), multilabel_margin_loss_backward
-(csrc/ops/loss.c) and
-fractional_max_pool3d_backward (csrc/ops/pool.c), which have none. Each is
+(csrc/ops/loss.c),
+fractional_max_pool3d_backward (csrc/ops/pool.c), _logcumsumexp, geqrf and
+CTC loss with tensor lengths and its backward, which have none. Each is
 kept from dynamo: under torch.compile an RNN layer runs eagerly (dynamo
 breaks the graph there), and dynamo would otherwise trace the kernel,
 called from C++, as a graph of its own on meta tensors."""
@@ -95,10 +96,40 @@ def _fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size,
     return torch.empty_like(self)
 
 
-def _resizing_grad_input(meta):
-    """The out= overload's meta kernel from the functional one's."""
-    def resize(*args, grad_input):
-        return grad_input.resize_(meta(*args).shape)
+@torch.compiler.disable
+def _logcumsumexp(self, dim):
+    return torch.empty_like(self)
+
+
+@torch.compiler.disable
+def _geqrf(self):
+    torch._check(self.ndim >= 2, lambda: f"geqrf: expected a matrix or a batch of them, got shape {list(self.shape)}")
+    return torch.empty_like(self), self.new_empty((*self.shape[:-2], min(self.shape[-2:])))
+
+
+@torch.compiler.disable
+def _ctc_loss_with_tensor_lengths(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    # log_alpha [N, T, 2S + 1] for S the targets' padded width, or all of
+    # them when concatenated: the lengths stay on the device (csrc/ops/ctc_loss.c).
+    torch._check(log_probs.ndim == 3, lambda: f"ctc_loss: expected log_probs [T, N, C], got {list(log_probs.shape)}")
+    width = targets.shape[1] if targets.ndim == 2 else targets.numel()
+    frames, batch = log_probs.shape[:2]
+    return log_probs.new_empty((batch,)), log_probs.new_empty((batch, frames, 2 * width + 1))
+
+
+@torch.compiler.disable
+def _ctc_loss_backward(grad, log_probs, *args):
+    return torch.empty_like(log_probs)
+
+
+def _resizing_outs(meta, names):
+    """The out= overload's meta kernel from the functional one's: resizes
+    the out= arguments `names` to the returns' shapes."""
+    def resize(*args, **outs):
+        returns = meta(*args)
+        for name, like in zip(names, returns if isinstance(returns, tuple) else (returns,)):
+            outs[name].resize_(like.shape)
+        return outs[names[0]] if len(names) == 1 else tuple(outs[name] for name in names)
     return torch.compiler.disable(resize)
 
 
@@ -108,14 +139,25 @@ _aten_meta.impl("_thnn_fused_gru_cell_backward", _gru_cell_backward)
 _aten_meta.impl("multi_margin_loss", _multi_margin_loss)
 _aten_meta.impl("multi_margin_loss_backward", _multi_margin_loss_backward)
 _aten_meta.impl("multilabel_margin_loss_forward", _multilabel_margin_loss_forward)
-# torch 2.13 also registers that decomposition as the forward's Autograd
-# and Meta Python kernels, which torch.compile's tracer prefers to the
-# dispatcher's: dropped, so a compiled graph keeps the op (and its backward).
-_multilabel_forward = torch.ops.aten.multilabel_margin_loss_forward.default
-for _key in (torch._C.DispatchKey.Autograd, torch._C.DispatchKey.Meta):
-    _multilabel_forward.py_kernels.pop(_key, None)
-_multilabel_forward._dispatch_cache.clear()
-for _name, _meta in (("multilabel_margin_loss_backward", _multilabel_margin_loss_backward),
-                     ("fractional_max_pool3d_backward", _fractional_max_pool3d_backward)):
+_aten_meta.impl("_ctc_loss.Tensor", _ctc_loss_with_tensor_lengths)
+_aten_meta.impl("_ctc_loss_backward", _ctc_loss_backward)
+_aten_meta.impl("_ctc_loss_backward.Tensor", _ctc_loss_backward)
+# Decompositions torch 2.13 gets wrong where the C lowering of the op is
+# right (multilabel_margin_loss_forward: pytorch/pytorch#189552). Kept out
+# of torch.compile's decomposition table (torch_tpu/backend.py), and
+# dropped where PyTorch also registers them as the op's Autograd and Meta
+# Python kernels, which the compile tracer prefers to the dispatcher's, so
+# a compiled graph keeps the op (and its backward).
+WRONG_DECOMPOSITIONS = (torch.ops.aten.multilabel_margin_loss_forward.default,
+                        torch.ops.aten.multilabel_margin_loss_forward.output)
+for _overload in WRONG_DECOMPOSITIONS:
+    for _key in (torch._C.DispatchKey.Autograd, torch._C.DispatchKey.Meta):
+        _overload.py_kernels.pop(_key, None)
+    _overload._dispatch_cache.clear()
+for _name, _meta, _out_overload, _outs in (
+        ("multilabel_margin_loss_backward", _multilabel_margin_loss_backward, "grad_input", ("grad_input",)),
+        ("fractional_max_pool3d_backward", _fractional_max_pool3d_backward, "grad_input", ("grad_input",)),
+        ("_logcumsumexp", _logcumsumexp, "out", ("out",)),
+        ("geqrf", _geqrf, "a", ("a", "tau"))):
     _aten_meta.impl(_name, _meta)
-    _aten_meta.impl(f"{_name}.grad_input", _resizing_grad_input(_meta))
+    _aten_meta.impl(f"{_name}.{_out_overload}", _resizing_outs(_meta, _outs))

@@ -22,22 +22,16 @@ from torch._dynamo.backends.common import aot_autograd
 
 from . import _C
 from . import _capturable
+from . import _meta
 from ._buckets import Buckets
 
 _TPU = "tpu"
 _capturable.install()
 
 
-def _decompositions():
-    """PyTorch's core ATen decompositions, less those that give wrong
-    results where the C lowering of the op itself is right: torch 2.13's
-    multilabel_margin_loss_forward counts the target entries after the
-    first -1 (pytorch/pytorch#189552)."""
-    table = core_aten_decompositions()
-    for overload in (torch.ops.aten.multilabel_margin_loss_forward.default,
-                     torch.ops.aten.multilabel_margin_loss_forward.output):
-        table.pop(overload, None)
-    return table
+# PyTorch's core ATen decompositions, less those it gets wrong where the C
+# lowering of the op is right; built once, not per compiled graph.
+_DECOMPOSITIONS = {op: fn for op, fn in core_aten_decompositions().items() if op not in _meta.WRONG_DECOMPOSITIONS}
 
 
 def _on_tpu(value):
@@ -197,6 +191,6 @@ def tpu_backend(gm, example_inputs, options=None, **kwargs):
     # instead of returning new values for an eager copy_ per tensor.
     return aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph,
                         inference_compiler=compile_graph,
-                        decompositions=_decompositions(),
+                        decompositions=_DECOMPOSITIONS,
                         keep_inference_input_mutations=True)(gm, example_inputs, **kwargs)
 

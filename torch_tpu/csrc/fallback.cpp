@@ -365,41 +365,12 @@ at::Tensor grouped_mm_output(c10::ArrayRef<c10::IValue> inputs) {
   return at::empty(size, a.options().device(at::kMeta));
 }
 
-// Ops PyTorch gives no meta kernel: _logcumsumexp's output is like self,
-// _ctc_loss_backward's like log_probs, geqrf's factors like A; _ctc_loss with tensor lengths (kept
-// on the device) gives the loss per sample and log_alpha [N, T, 2S + 1] for
-// S the targets' padded width, all of them when concatenated
-// (csrc/ops/ctc_loss.c); _cummax_helper and _cummin_helper fill the values
-// and indices (already among `outputs`) that cummax sized like self; other
-// ops that return nothing (most fused optimizer steps) write only their
-// arguments, which are `outputs` already, and their lowerings check the
-// arguments.
-bool outputs_without_meta(const c10::OperatorHandle& op, const torch::jit::Stack& meta,
-                          std::vector<at::Tensor>& outputs) {
-  const auto& schema = op.schema();
-  if (schema.name() == "aten::_logcumsumexp" || schema.name() == "aten::_ctc_loss_backward") {
-    outputs.push_back(at::empty_like(meta[schema.name() == "aten::_logcumsumexp" ? 0 : 1].toTensor()));
-    return true;
-  }
-  if (schema.name() == "aten::geqrf") {  // the packed factors like A, and tau [..., min(m, n)]
-    const at::Tensor& a = meta[0].toTensor();
-    auto tau = a.sizes().vec();
-    tau.pop_back();
-    tau.back() = std::min(a.size(-2), a.size(-1));
-    outputs.push_back(at::empty_like(a));
-    outputs.push_back(at::empty(tau, a.options()));
-    return true;
-  }
-  if (schema.name() == "aten::_ctc_loss" && schema.overload_name() == "Tensor") {
-    const at::Tensor& log_probs = meta[0].toTensor();
-    const at::Tensor& targets = meta[1].toTensor();
-    int64_t width = targets.dim() == 2 ? targets.size(1) : targets.numel();
-    outputs.push_back(at::empty({log_probs.size(1)}, log_probs.options()));
-    outputs.push_back(at::empty({log_probs.size(1), log_probs.size(0), 2 * width + 1}, log_probs.options()));
-    return true;
-  }
-  if (schema.returns().empty() && !op.hasKernelForDispatchKey(c10::DispatchKey::Meta)) return true;
-  return schema.name() == "aten::_cummax_helper" || schema.name() == "aten::_cummin_helper";
+// Ops that return nothing and have no meta kernel (most fused optimizer
+// steps, _cummax_helper) write only their arguments, which are `outputs`
+// already, and their lowerings check the arguments. Other ops PyTorch
+// gives no meta kernel have Python ones (torch_tpu/_meta.py).
+bool writes_only_arguments(const c10::OperatorHandle& op) {
+  return op.schema().returns().empty() && !op.hasKernelForDispatchKey(c10::DispatchKey::Meta);
 }
 
 // Returns the program does not compute, as the meta kernel gave them: a
@@ -430,7 +401,7 @@ std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, const OpInf
     if (writes_argument(info, inputs, i))
       for_each_tensor(meta.back(), [&](const at::Tensor& t) { outputs.push_back(t); });
   }
-  if (outputs_without_meta(op, meta, outputs)) return outputs;
+  if (writes_only_arguments(op)) return outputs;
   op.callBoxed(&meta);  // out= stand-ins are resized in place
   for (size_t j = 0; j < schema.returns().size(); j++) {
     if (schema.returns()[j].alias_info() || return_absent(info, inputs, j)) continue;
