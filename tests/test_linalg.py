@@ -3,7 +3,7 @@ its shape cases), dot, vdot, mv, outer, addmm, addmv, baddbmm, addbmm, addr,
 linear and nn.Linear; the cross product (linalg.cross, torch.cross);
 Cholesky, triangular solves (cholesky_solve, cholesky_inverse and the older
 triangular_solve and cholesky too), LU (factor, P/L/U, solve, inv, det, slogdet),
-QR, the matrix exponential, cdist and pdist.
+QR, least squares (lstsq), the matrix exponential, cdist and pdist.
 
 Float32 products compare with rtol 1e-5 / atol 1e-5 (scaled for long
 contractions): XLA and the CPU BLAS sum in different orders."""
@@ -451,6 +451,60 @@ def test_orthogonal_init_and_zero_columns():
     a[:, 1] = 0
     check(torch.geqrf, a)
     check(torch.linalg.qr, a)
+
+
+# ---- least squares ----
+
+LSTSQ_SHAPES = [((5, 3), (5, 2)), ((3, 5), (3, 2)), ((4, 4), (4, 1)), ((1, 5, 3), (3, 5, 2)), ((5, 3), (5,)),
+                ((2, 5, 3), (2, 5)), ((0, 3), (0, 2)), ((3, 0), (3, 2)), ((0, 5, 3), (0, 5, 2))]
+
+
+@pytest.mark.parametrize("driver", ["gels", "gelsy", "gelsd", "gelss"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shapes", LSTSQ_SHAPES, ids=str)
+def test_lstsq(shapes, dtype, driver):
+    """Every output of each driver (gels from QR, the others from the SVD)
+    with its CPU shape, tall, wide and square, broadcast batches, vector
+    right-hand sides and empty matrices, and the solution's gradients."""
+    a, b = make(shapes[0], dtype), make(shapes[1], dtype, seed=1)
+    tol = LU_TOL[dtype]
+    if driver == "gels" and a.shape[-1] == 0:
+        # The CPU skips LAPACK for an empty A and reports residuals 0 for
+        # gels (its other drivers, and the tpu's, give |b|^2).
+        solution, residuals, _, _ = check(lambda a, b: tuple(torch.linalg.lstsq(a, b, driver="gelsd")), a, b)
+        assert torch.equal(torch.linalg.lstsq(a.to("tpu"), b.to("tpu")).residuals.cpu(), residuals.cpu())
+        return
+    check(lambda a, b: tuple(torch.linalg.lstsq(a, b, driver=driver)), a, b, **tol)
+    if a.numel():
+        check(with_grads(lambda a, b: torch.linalg.lstsq(a, b, driver=driver).solution), a, b, **tol)
+
+
+def test_lstsq_rank_deficient_default_driver_out_and_errors():
+    """The SVD drivers' least-norm solution and rank of a rank-deficient A
+    (residuals only where every A has full rank, never for gelsy) and rcond
+    cutting singular values;
+    gels is the tpu's default, as CUDA's; out=; bad input raises as on the CPU."""
+    a, b = make((2, 6, 4), torch.float64), make((2, 6, 3), torch.float64, seed=1)
+    a[0, :, 3] = a[0, :, 1] - a[0, :, 2]
+    for driver in ("gelsy", "gelsd", "gelss"):
+        check(lambda a, b: tuple(torch.linalg.lstsq(a, b, driver=driver)), a, b, **LU_TOL[torch.float64])
+    for driver in ("gelsd", "gelss"):  # gelsy's rcond cuts pivoted QR's R, not singular values
+        check(lambda a, b: tuple(torch.linalg.lstsq(a, b, rcond=0.5, driver=driver)), a, b, **LU_TOL[torch.float64])
+    a, b = a[1], b[1]
+    expected = torch.linalg.lstsq(a, b, driver="gels")
+    for actual, want in zip(torch.linalg.lstsq(a.to("tpu"), b.to("tpu")), expected):
+        torch.testing.assert_close(actual.cpu(), want, rtol=1e-10, atol=1e-12)
+    outs = tuple(torch.empty(0, dtype=dtype) for dtype in (torch.float64, torch.float64, torch.long, torch.float64))
+    check(lambda a, b, *outs: torch.linalg.lstsq(a, b, driver="gelsd", out=outs), a, b, *outs)
+    a, b = a.to("tpu"), b.to("tpu")
+    for bad, match in ((lambda: torch.linalg.lstsq(a, b[:5]), r"same number of rows, got input \[6, 4\].*other \[5, 3\]"),
+                       (lambda: torch.linalg.lstsq(a, b.float()), "same dtype"),
+                       (lambda: torch.linalg.lstsq(a, b, driver="gelsx"), "driver must be one of"),
+                       (lambda: torch.linalg.lstsq(a.long(), b.long()), "float32 or float64"),
+                       (lambda: torch.linalg.lstsq(a[0], b[0]), "at least 2 dimensions")):
+        with pytest.raises(RuntimeError, match="torch.linalg.lstsq: .*" + match):
+            bad()
+    torch.testing.assert_close(torch.linalg.lstsq(a, b).solution.cpu(), expected.solution, rtol=1e-10, atol=1e-12)
 
 
 # ---- matrix exponential ----

@@ -5,7 +5,8 @@ backward formulas to reuse. det and slogdet factor A^T for a contiguous real
 A (LAPACK wants columns; det(A^T) = det(A)), solve factors A itself; the
 factors returned here are the same ones. Also the deprecated torch.cholesky:
 linalg_cholesky_ex (csrc/ops/triangular.c) with its info read back, as
-PyTorch's kernel does."""
+PyTorch's kernel does. And torch.linalg.lstsq, from QR (gels) or the SVD
+(the other drivers), both lowered in C."""
 import torch
 
 _aten_tpu = torch.library.Library("aten", "IMPL", "PrivateUse1")
@@ -48,7 +49,74 @@ def _cholesky(A, upper=False):
     return L
 
 
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def _check_lstsq(A, B, driver):
+    shapes = f"input {list(A.shape)} {A.dtype}, other {list(B.shape)} {B.dtype}"
+    torch._check(A.dim() >= 2, lambda: f"torch.linalg.lstsq: input must have at least 2 dimensions, got {shapes}")
+    torch._check(A.dtype == B.dtype, lambda: f"torch.linalg.lstsq: input and other must have the same dtype, got {shapes}")
+    torch._check(A.dtype in (torch.float32, torch.float64),
+                 lambda: f"torch.linalg.lstsq: takes float32 or float64 on the tpu (convert the inputs), got {shapes}")
+    torch._check(A.dim() - B.dim() in (0, 1),
+                 lambda: f"torch.linalg.lstsq: other must be a matrix or batch of them, or a vector per input "
+                         f"matrix (other.dim() one less), got {shapes}")
+    torch._check(B.dim() >= 1 and A.shape[-2] == B.shape[-1 if A.dim() - 1 == B.dim() else -2],
+                 lambda: f"torch.linalg.lstsq: input and other must have the same number of rows, got {shapes}")
+    torch._check(driver in _LSTSQ_DRIVERS,
+                 lambda: f"torch.linalg.lstsq: driver must be one of {', '.join(_LSTSQ_DRIVERS)}, got {driver!r}")
+
+
+def _least_squares_by_qr(A, B):
+    """LAPACK's gels: the least-squares solution of a tall A from A = QR,
+    the least-norm one of a wide A from A^H = QR. A must have full rank."""
+    if A.shape[-2] >= A.shape[-1]:
+        Q, R = torch.linalg.qr(A)
+        return torch.linalg.solve_triangular(R, Q.mH @ B, upper=True)
+    Q, R = torch.linalg.qr(A.mH)
+    return Q @ torch.linalg.solve_triangular(R.mH, B, upper=False)
+
+
+def _linalg_lstsq(A, B, rcond=None, *, driver=None):
+    """The CPU's outputs for each driver: gels (the default, as on CUDA)
+    assumes full rank and gives no rank; gelsy, gelsd and gelss give the
+    least-norm solution of a rank-deficient A from its SVD, singular values
+    below rcond times the largest dropped, and the rank; gelsd and gelss
+    also the singular values. (LAPACK's gelsy cuts by the diagonal of a
+    pivoted QR's R instead: where an rcond cuts a matrix's rank, its
+    solution differs from the SVD's.) Rank and singular values are A's;
+    the solution and residuals broadcast over both batches. Residuals
+    (squared, per column) are given where A is tall and, but for gels, of
+    full rank; gelsy gives none."""
+    driver = driver or "gels"
+    _check_lstsq(A, B, driver)
+    vector = A.dim() - 1 == B.dim()
+    B = B.unsqueeze(-1) if vector else B
+    m, n = A.shape[-2:]
+    none = A.new_empty(0)
+    if driver == "gels":
+        X, rank, singular_values = _least_squares_by_qr(A, B), none.long(), none
+    else:
+        U, S, Vh = torch.linalg.svd(A, full_matrices=False)
+        kept = S > (torch.finfo(A.dtype).eps * max(m, n) if rcond is None else rcond) * S[..., :1]
+        rank = kept.sum(-1)
+        X = Vh.mH @ (torch.where(kept, S.reciprocal(), 0).unsqueeze(-1) * (U.mH @ B))
+        singular_values = S if driver != "gelsy" else none
+    full_rank = driver == "gels" or (driver != "gelsy" and bool((rank == n).all()))
+    residuals = (A @ X - B).square().sum(-2) if m > n and full_rank else none
+    return X.squeeze(-1) if vector else X, residuals, rank, singular_values
+
+
+def _linalg_lstsq_out(A, B, rcond=None, *, driver=None, solution, residuals, rank, singular_values):
+    outs = (solution, residuals, rank, singular_values)
+    for out, result in zip(outs, _linalg_lstsq(A, B, rcond, driver=driver)):
+        out.resize_(result.shape).copy_(result)
+    return outs
+
+
 _aten_tpu.impl("cholesky", _cholesky)
+_aten_tpu.impl("linalg_lstsq", _linalg_lstsq)
+_aten_tpu.impl("linalg_lstsq.out", _linalg_lstsq_out)
 _aten_tpu.impl("_linalg_solve_ex", _linalg_solve_ex)
 _aten_tpu.impl("_linalg_det", _linalg_det)
 _aten_tpu.impl("_linalg_slogdet", _linalg_slogdet)
