@@ -25,6 +25,8 @@ def make(shape, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
     if dtype == torch.uint8:
         return torch.randint(0, 6, shape, generator=g).to(dtype)
+    if dtype.is_complex:
+        return torch.randn(shape, generator=g, dtype=dtype)
     if not dtype.is_floating_point:
         return torch.randint(-5, 6, shape, generator=g).to(dtype)
     return torch.randn(shape, generator=g).to(dtype)
@@ -205,26 +207,31 @@ def test_writes_through_views():
 
 
 def spd(shape, dtype=torch.float32, seed=0):
-    """Symmetric positive-definite matrices, well conditioned."""
-    a = make(shape, torch.float64, seed)
+    """Symmetric (complex: Hermitian) positive-definite matrices, well
+    conditioned."""
+    a = make(shape, torch.complex128 if dtype.is_complex else torch.float64, seed)
     n = shape[-1]
-    return (a @ a.transpose(-2, -1) / n + torch.eye(n, dtype=torch.float64)).to(dtype)
+    return (a @ a.mH / n + torch.eye(n, dtype=a.dtype)).to(dtype)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+CHOLESKY_DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]
+
+
+@pytest.mark.parametrize("dtype", CHOLESKY_DTYPES)
 @pytest.mark.parametrize("upper", [False, True])
 def test_cholesky(dtype, upper):
     a = spd((3, 5, 5), dtype)
-    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else {}
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype in (torch.float32, torch.complex64) else {}
     check(lambda a: torch.linalg.cholesky(a, upper=upper), a, **tol)
     check(lambda a: torch.linalg.cholesky_ex(a, upper=upper), a, **tol)  # (factor, info)
     check(lambda a: torch.linalg.cholesky(a.transpose(-2, -1)[1:]), a, **tol)  # views, batch of 2
 
 
-def test_cholesky_of_a_matrix_that_is_not_positive_definite():
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_cholesky_of_a_matrix_that_is_not_positive_definite(dtype):
     # info is nonzero exactly where the CPU's is; XLA's factor does not say
     # which minor failed, so the order it names may be lower than the CPU's.
-    a = spd((2, 4, 4), torch.float64)
+    a = spd((2, 4, 4), dtype)
     a[1, 2, 2] = -5.0  # the leading minor of order 3 fails
     info = torch.linalg.cholesky_ex(a.to("tpu")).info.cpu()
     assert info[0] == 0 and 1 <= info[1] <= 3
@@ -236,24 +243,27 @@ def test_cholesky_of_a_matrix_that_is_not_positive_definite():
 @pytest.mark.parametrize("upper", [False, True])
 @pytest.mark.parametrize("left", [False, True])
 @pytest.mark.parametrize("unitriangular", [False, True])
-def test_solve_triangular(upper, left, unitriangular):
-    t = torch.linalg.cholesky(spd((2, 4, 4), torch.float64))
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_solve_triangular(dtype, upper, left, unitriangular):
+    t = torch.linalg.cholesky(spd((2, 4, 4), dtype))
     t = t.transpose(-2, -1) if upper else t
-    rhs = make((2, 4, 3) if left else (2, 3, 4), torch.float64, seed=2)
+    rhs = make((2, 4, 3) if left else (2, 3, 4), dtype, seed=2)
     check(lambda t, b: torch.linalg.solve_triangular(t, b, upper=upper, left=left, unitriangular=unitriangular),
           t, rhs)
-    check(lambda t, b: torch.linalg.solve_triangular(t[0], b, upper=upper, left=left), t.float(), rhs.float(),
+    single = torch.complex64 if dtype.is_complex else torch.float32
+    check(lambda t, b: torch.linalg.solve_triangular(t[0], b, upper=upper, left=left), t.to(single), rhs.to(single),
           rtol=1e-5, atol=1e-5)  # one matrix against a batch
 
 
 @pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated")
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", CHOLESKY_DTYPES)
 @pytest.mark.parametrize("upper", [False, True])
 def test_cholesky_solve_inverse_and_the_older_apis(upper, dtype):
     """torch.cholesky_solve (batches broadcast), cholesky_inverse,
     triangular_solve (transposed, unit diagonal) and the deprecated
     torch.cholesky, with gradients, against the CPU."""
-    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-12)
+    tol = (dict(rtol=1e-4, atol=1e-5) if dtype in (torch.float32, torch.complex64)
+           else dict(rtol=1e-10, atol=1e-12))
     a = spd((2, 4, 4), dtype)
     factor = torch.linalg.cholesky(a, upper=upper)
     rhs = make((3, 1, 4, 2), dtype, seed=2)
@@ -335,14 +345,17 @@ def test_multivariate_normal_log_prob_and_gradients():
 def with_grads(fn):
     """fn's outputs and the gradients of its float inputs after a weighted
     sum of its float outputs (weights fixed, so every entry counts)."""
+    def differentiable(t):
+        return t.is_floating_point() or t.is_complex()
+
     def run(*args):
-        leaves = [a.detach().requires_grad_() if a.is_floating_point() else a for a in args]
+        leaves = [a.detach().requires_grad_() if differentiable(a) else a for a in args]
         out = fn(*leaves)
         outs = out if isinstance(out, tuple) else (out,)
-        floats = [o for o in outs if o.is_floating_point()]
+        parts = [torch.view_as_real(o) if o.is_complex() else o for o in outs if differentiable(o)]
         sum((o * torch.linspace(0.5, 1.5, o.numel(), dtype=o.dtype, device=o.device).view(o.shape)).sum()
-            for o in floats).backward()
-        return tuple(outs) + tuple(a.grad for a in leaves if a.is_floating_point())
+            for o in parts).backward()
+        return tuple(outs) + tuple(a.grad for a in leaves if differentiable(a))
     return run
 
 

@@ -10,14 +10,15 @@ hlo_value hlo_cholesky(hlo_builder* b, hlo_value a, bool lower) {
 }
 
 hlo_value hlo_triangular_solve(hlo_builder* b, hlo_value a, hlo_value rhs, bool left_side, bool lower,
-                               bool unit_diagonal, bool transpose_a) {
+                               bool unit_diagonal, hlo_transposition transpose_a) {
+  static const char* const transposes[] = {"NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"};
   hlo_value operands[2] = {a, rhs};
   if (!values_valid(b, operands, 2)) return HLO_INVALID;
   char attrs[200];
   snprintf(attrs, sizeof attrs,
            "left_side = %s, lower = %s, unit_diagonal = %s, transpose_a = #stablehlo<transpose %s>",
            left_side ? "true" : "false", lower ? "true" : "false", unit_diagonal ? "true" : "false",
-           transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE");
+           transposes[transpose_a]);
   return emit_op(b, "stablehlo.triangular_solve", operands, 2, attrs, *hlo_type_of(b, rhs));
 }
 

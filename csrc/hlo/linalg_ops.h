@@ -20,11 +20,12 @@ hlo_value hlo_cholesky(hlo_builder* b, hlo_value a, bool lower);
 hlo_value hlo_identity(hlo_builder* b, hlo_type type);
 
 /* x with a x = rhs (left_side) or x a = rhs, a triangular (lower or upper,
- * with an implicit unit diagonal if unit_diagonal), or with a^T in its
- * place if transpose_a (a's `lower` triangle read and used transposed);
- * a and rhs share their batch dims. */
+ * with an implicit unit diagonal if unit_diagonal), or with a^T (a^H) in
+ * its place if transpose_a is HLO_TRANSPOSED (HLO_ADJOINT): a's `lower`
+ * triangle read, then used transposed; a and rhs share their batch dims. */
+typedef enum { HLO_AS_IS, HLO_TRANSPOSED, HLO_ADJOINT } hlo_transposition;
 hlo_value hlo_triangular_solve(hlo_builder* b, hlo_value a, hlo_value rhs, bool left_side, bool lower,
-                               bool unit_diagonal, bool transpose_a);
+                               bool unit_diagonal, hlo_transposition transpose_a);
 
 #ifdef __cplusplus
 }

@@ -157,16 +157,16 @@ static hlo_value transposed(hlo_builder* b, hlo_value x) {
   return hlo_transpose(b, x, order);
 }
 
-/* X with A X = rhs (adjoint: A^T X = rhs) for A = P L U given as the packed
+/* X with A X = rhs (adjoint: A^H X = rhs) for A = P L U given as the packed
  * factors and the row order; all of one batch shape. */
 static hlo_value lu_solve(hlo_builder* b, hlo_value lu, hlo_value order, hlo_value rhs, bool adjoint) {
   if (!adjoint) {
-    hlo_value y = hlo_triangular_solve(b, lu, rows_in_order(b, rhs, order), true, true, true, false);
-    return hlo_triangular_solve(b, lu, y, true, false, false, false);
+    hlo_value y = hlo_triangular_solve(b, lu, rows_in_order(b, rhs, order), true, true, true, HLO_AS_IS);
+    return hlo_triangular_solve(b, lu, y, true, false, false, HLO_AS_IS);
   }
-  /* U^T L^T P^T X = rhs: the factors solved transposed, then the rows put back. */
-  hlo_value z = hlo_triangular_solve(b, lu, rhs, true, false, false, true);
-  hlo_value w = hlo_triangular_solve(b, lu, z, true, true, true, true);
+  /* U^H L^H P^T X = rhs: the factors solved transposed, then the rows put back. */
+  hlo_value z = hlo_triangular_solve(b, lu, rhs, true, false, false, HLO_ADJOINT);
+  hlo_value w = hlo_triangular_solve(b, lu, z, true, true, true, HLO_ADJOINT);
   hlo_type ot = *hlo_type_of(b, order);
   hlo_value place = hlo_scatter_elements(b, hlo_filled(b, TPU_I64, ot.rank, ot.dims, 0), ot.rank - 1, order,
                                          hlo_iota(b, ot, ot.rank - 1), NULL);

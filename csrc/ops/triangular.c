@@ -2,8 +2,9 @@
  * torch.linalg.cholesky, torch.cholesky and the Gaussian distributions'
  * scale_tril), linalg_solve_triangular and the older triangular_solve,
  * and solves with a Cholesky factor (_cholesky_solve_helper, so
- * torch.cholesky_solve, and cholesky_inverse). Their backwards are
- * PyTorch's formulas over these and matmul. */
+ * torch.cholesky_solve, and cholesky_inverse); real and complex. Their
+ * backwards are PyTorch's formulas over these and matmul. */
+#include "hlo/complex_ops.h"
 #include "hlo/conv_ops.h"
 #include "hlo/linalg_ops.h"
 #include "ops/families.h"
@@ -32,8 +33,9 @@ static tpu_status lower_cholesky(tpu_lowering* l) {
   hlo_value zero = hlo_constant_like(b, factor, 0);
   factor = hlo_select(b, upper ? hlo_compare(b, "LE", row, col) : hlo_compare(b, "GE", row, col), factor, zero);
   int64_t last = t.rank - 1, n = t.dims[t.rank - 1];
-  hlo_value diagonal = hlo_reduce(b, hlo_select(b, hlo_compare(b, "EQ", row, col), factor, zero),
-                                  hlo_constant(b, t.dtype, 0), "add", &last, 1);
+  /* a Hermitian matrix's factor has a real diagonal */
+  hlo_value diagonal = hlo_real(b, hlo_reduce(b, hlo_select(b, hlo_compare(b, "EQ", row, col), factor, zero),
+                                              hlo_constant(b, t.dtype, 0), "add", &last, 1));
   hlo_type per_minor = *hlo_type_of(b, diagonal);
   per_minor.dtype = TPU_I32;
   hlo_value order = hlo_binary_constant(b, "add", hlo_iota(b, per_minor, per_minor.rank - 1), 1);
@@ -58,7 +60,7 @@ static tpu_status lower_solve_triangular(tpu_lowering* l) {
   a_type.dims[out.rank - 2] = a_type.dims[out.rank - 1] = n;
   hlo_value a = tpu_lower_value_as(l, 0, &a_type), rhs = tpu_lower_value_as(l, 1, &out);
   tpu_lower_set_output(l, 0, hlo_triangular_solve(b, a, rhs, tpu_lower_bool(l, 3, true), !tpu_lower_bool(l, 2, false),
-                                                  tpu_lower_bool(l, 4, false), false));
+                                                  tpu_lower_bool(l, 4, false), HLO_AS_IS));
   return NULL;
 }
 
@@ -70,17 +72,18 @@ static tpu_status lower_triangular_solve(tpu_lowering* l) {
   hlo_type x_type = tpu_lower_output_type(l, 0), a_type = tpu_lower_output_type(l, 1);
   hlo_value a = tpu_lower_value_as(l, 1, &a_type), rhs = tpu_lower_value_as(l, 0, &x_type);
   tpu_lower_set_output(l, 0, hlo_triangular_solve(b, a, rhs, true, !tpu_lower_bool(l, 2, true),
-                                                  tpu_lower_bool(l, 4, false), tpu_lower_bool(l, 3, false)));
+                                                  tpu_lower_bool(l, 4, false),
+                                                  tpu_lower_bool(l, 3, false) ? HLO_TRANSPOSED : HLO_AS_IS));
   tpu_lower_set_output(l, 1, a);
   return NULL;
 }
 
-/* X with A X = rhs for A = L L^T (upper: U^T U) given the factor: two
- * triangular solves, the factor read untransposed in one, transposed in
- * the other. */
+/* X with A X = rhs for A = L L^H (upper: U^H U) given the factor: two
+ * triangular solves, the factor read as is in one, as its adjoint in the
+ * other. */
 static hlo_value cholesky_solve(hlo_builder* b, hlo_value factor, hlo_value rhs, bool upper) {
-  hlo_value y = hlo_triangular_solve(b, factor, rhs, true, !upper, false, upper);
-  return hlo_triangular_solve(b, factor, y, true, !upper, false, !upper);
+  hlo_value y = hlo_triangular_solve(b, factor, rhs, true, !upper, false, upper ? HLO_ADJOINT : HLO_AS_IS);
+  return hlo_triangular_solve(b, factor, y, true, !upper, false, upper ? HLO_AS_IS : HLO_ADJOINT);
 }
 
 /* _cholesky_solve_helper(B, factor, upper): the batch dims already
@@ -104,11 +107,11 @@ static tpu_status lower_cholesky_inverse(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"_cholesky_solve_helper", lower_cholesky_solve, 0},
-    {"cholesky_inverse", lower_cholesky_inverse, 0},
-    {"linalg_cholesky_ex", lower_cholesky, 0},
-    {"linalg_solve_triangular", lower_solve_triangular, 0},
-    {"triangular_solve", lower_triangular_solve, 0},
+    {"_cholesky_solve_helper", lower_cholesky_solve, TPU_OP_COMPLEX},
+    {"cholesky_inverse", lower_cholesky_inverse, TPU_OP_COMPLEX},
+    {"linalg_cholesky_ex", lower_cholesky, TPU_OP_COMPLEX},
+    {"linalg_solve_triangular", lower_solve_triangular, TPU_OP_COMPLEX},
+    {"triangular_solve", lower_triangular_solve, TPU_OP_COMPLEX},
 };
 
 TPU_OP_FAMILY(tpu_ops_triangular, entries);
