@@ -3,7 +3,8 @@ its shape cases), dot, vdot, mv, outer, addmm, addmv, baddbmm, addbmm, addr,
 linear and nn.Linear; the cross product (linalg.cross, torch.cross);
 Cholesky, triangular solves (cholesky_solve, cholesky_inverse and the older
 triangular_solve and cholesky too), LU (factor, P/L/U, solve, inv, det, slogdet),
-QR, least squares (lstsq), the matrix exponential, cdist and pdist.
+QR, least squares (lstsq), the matrix exponential, cdist and pdist. The
+factorizations and solves take complex matrices too.
 
 Float32 products compare with rtol 1e-5 / atol 1e-5 (scaled for long
 contractions): XLA and the CPU BLAS sum in different orders."""
@@ -352,7 +353,7 @@ def with_grads(fn):
         leaves = [a.detach().requires_grad_() if differentiable(a) else a for a in args]
         out = fn(*leaves)
         outs = out if isinstance(out, tuple) else (out,)
-        parts = [torch.view_as_real(o) if o.is_complex() else o for o in outs if differentiable(o)]
+        parts = [torch.view_as_real(o.resolve_conj()) if o.is_complex() else o for o in outs if differentiable(o)]
         sum((o * torch.linspace(0.5, 1.5, o.numel(), dtype=o.dtype, device=o.device).view(o.shape)).sum()
             for o in parts).backward()
         return tuple(outs) + tuple(a.grad for a in leaves if differentiable(a))
@@ -360,13 +361,16 @@ def with_grads(fn):
 
 
 LU_TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-10, atol=1e-12)}
+LU_TOL.update({torch.complex64: LU_TOL[torch.float32], torch.complex128: LU_TOL[torch.float64]})
+LU_DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", LU_DTYPES)
 @pytest.mark.parametrize("shape", [(4, 4), (2, 3, 5, 5), (3, 5), (5, 3), (1, 1), (0, 3, 3)], ids=str)
 def test_lu_factor_and_unpack(shape, dtype):
-    """Same pivots (LAPACK's: the first largest magnitude) and factors as
-    the CPU; P, L, U and their gradients, rectangular too."""
+    """Same pivots (LAPACK's: the first largest magnitude, |re| + |im| for
+    complex) and factors as the CPU; P, L, U and their gradients,
+    rectangular too."""
     a = make(shape, dtype)
     check(torch.linalg.lu_factor_ex, a, **LU_TOL[dtype])
     check(with_grads(torch.linalg.lu), a, **LU_TOL[dtype])
@@ -386,7 +390,7 @@ def test_lu_factor_zero_pivots_and_lu_unpack_flags():
             torch.linalg.lu_factor(s.to(device), pivot=False)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", LU_DTYPES)
 def test_solve_inverse_and_determinants(dtype):
     a, b = make((3, 4, 4), dtype), make((3, 4, 2), dtype, seed=1)
     tol = LU_TOL[dtype]
@@ -399,7 +403,7 @@ def test_solve_inverse_and_determinants(dtype):
     check(with_grads(torch.linalg.det), a, **tol)
     check(with_grads(lambda a: torch.linalg.det(a.mT)), a, **tol)
     check(with_grads(torch.linalg.slogdet), a, **tol)
-    check(with_grads(lambda a: torch.logdet(a @ a.mT + torch.eye(4, dtype=dtype, device=a.device))), a, **tol)
+    check(with_grads(lambda a: torch.logdet(a @ a.mH + torch.eye(4, dtype=dtype, device=a.device))), a, **tol)
     lu, pivots = torch.linalg.lu_factor(a)
     for left, adjoint in ((True, True), (False, False), (False, True)):
         rhs = b if left else b.mT
@@ -436,11 +440,12 @@ def test_singular_matrices_raise_as_on_cpu():
     assert torch.equal(info.cpu(), torch.linalg.inv_ex(s).info) and not inverse.isfinite().any()
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", LU_DTYPES)
 @pytest.mark.parametrize("shape", [(4, 4), (2, 3, 5, 3), (3, 5), (6, 2), (1, 1), (0, 4, 3)], ids=str)
 def test_qr(shape, dtype):
-    """LAPACK's reflectors (geqrf), so the same Q and R, signs included;
-    every mode, and the gradients of Q and R."""
+    """LAPACK's reflectors (geqrf; complex: R's diagonal real, tau complex),
+    so the same Q and R, signs included; every mode, and the gradients of
+    Q and R."""
     a, tol = make(shape, dtype), LU_TOL[dtype]
     check(torch.geqrf, a, **tol)
     check(lambda a, r, tau: torch.geqrf(a, out=(r, tau)), a, torch.empty(0, dtype=dtype), torch.empty(0, dtype=dtype),
@@ -464,6 +469,11 @@ def test_orthogonal_init_and_zero_columns():
     a[:, 1] = 0
     check(torch.geqrf, a)
     check(torch.linalg.qr, a)
+    a = make((2, 4, 3), torch.complex128)
+    a[:, :, 0] = 0
+    a[0, 0, 0] = 1j  # reflected all the same (LAPACK's tau = 1 + 1j); the other first column not
+    check(torch.geqrf, a)
+    check(torch.linalg.qr, a)
 
 
 # ---- least squares ----
@@ -472,23 +482,26 @@ LSTSQ_SHAPES = [((5, 3), (5, 2)), ((3, 5), (3, 2)), ((4, 4), (4, 1)), ((1, 5, 3)
                 ((2, 5, 3), (2, 5)), ((0, 3), (0, 2)), ((3, 0), (3, 2)), ((0, 5, 3), (0, 5, 2))]
 
 
-@pytest.mark.parametrize("driver", ["gels", "gelsy", "gelsd", "gelss"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype,driver", [(dtype, driver) for dtype in LU_DTYPES
+                                          for driver in ("gels", "gelsy", "gelsd", "gelss")
+                                          if driver == "gels" or not dtype.is_complex], ids=str)
 @pytest.mark.parametrize("shapes", LSTSQ_SHAPES, ids=str)
 def test_lstsq(shapes, dtype, driver):
-    """Every output of each driver (gels from QR, the others from the SVD)
-    with its CPU shape, tall, wide and square, broadcast batches, vector
-    right-hand sides and empty matrices, and the solution's gradients."""
+    """Every output of each driver (gels from QR, the others from the SVD,
+    real only) with its CPU shape, tall, wide and square, broadcast
+    batches, vector right-hand sides and empty matrices, and the real
+    solution's gradients."""
     a, b = make(shapes[0], dtype), make(shapes[1], dtype, seed=1)
     tol = LU_TOL[dtype]
     if driver == "gels" and a.shape[-1] == 0:
         # The CPU skips LAPACK for an empty A and reports residuals 0 for
         # gels (its other drivers, and the tpu's, give |b|^2).
-        solution, residuals, _, _ = check(lambda a, b: tuple(torch.linalg.lstsq(a, b, driver="gelsd")), a, b)
-        assert torch.equal(torch.linalg.lstsq(a.to("tpu"), b.to("tpu")).residuals.cpu(), residuals.cpu())
+        check(lambda a, b: torch.linalg.lstsq(a, b).solution, a, b)
+        residuals = torch.linalg.lstsq(a.to("tpu"), b.to("tpu")).residuals.cpu()
+        torch.testing.assert_close(residuals, b.abs().square().sum(-2), **tol)
         return
     check(lambda a, b: tuple(torch.linalg.lstsq(a, b, driver=driver)), a, b, **tol)
-    if a.numel():
+    if a.numel() and not dtype.is_complex:  # PyTorch's gradient takes the pinv, whose SVD is real only here
         check(with_grads(lambda a, b: torch.linalg.lstsq(a, b, driver=driver).solution), a, b, **tol)
 
 
@@ -513,7 +526,8 @@ def test_lstsq_rank_deficient_default_driver_out_and_errors():
     for bad, match in ((lambda: torch.linalg.lstsq(a, b[:5]), r"same number of rows, got input \[6, 4\].*other \[5, 3\]"),
                        (lambda: torch.linalg.lstsq(a, b.float()), "same dtype"),
                        (lambda: torch.linalg.lstsq(a, b, driver="gelsx"), "driver must be one of"),
-                       (lambda: torch.linalg.lstsq(a.long(), b.long()), "float32 or float64"),
+                       (lambda: torch.linalg.lstsq(a.long(), b.long()), "float32, float64, complex64"),
+                       (lambda: torch.linalg.lstsq(a.cfloat(), b.cfloat(), driver="gelsd"), "driver='gels'"),
                        (lambda: torch.linalg.lstsq(a[0], b[0]), "at least 2 dimensions")):
         with pytest.raises(RuntimeError, match="torch.linalg.lstsq: .*" + match):
             bad()

@@ -56,15 +56,17 @@ def _check_lstsq(A, B, driver):
     shapes = f"input {list(A.shape)} {A.dtype}, other {list(B.shape)} {B.dtype}"
     torch._check(A.dim() >= 2, lambda: f"torch.linalg.lstsq: input must have at least 2 dimensions, got {shapes}")
     torch._check(A.dtype == B.dtype, lambda: f"torch.linalg.lstsq: input and other must have the same dtype, got {shapes}")
-    torch._check(A.dtype in (torch.float32, torch.float64),
-                 lambda: f"torch.linalg.lstsq: takes float32 or float64 on the tpu (convert the inputs), got {shapes}")
+    torch._check(A.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128),
+                 lambda: f"torch.linalg.lstsq: takes float32, float64, complex64 or complex128 (convert the "
+                         f"inputs), got {shapes}")
+    torch._check(not A.is_complex() or driver == "gels",
+                 lambda: f"torch.linalg.lstsq: complex matrices take driver='gels' on the tpu (its SVD is "
+                         f"real only), got driver={driver!r} for {shapes}")
     torch._check(A.dim() - B.dim() in (0, 1),
                  lambda: f"torch.linalg.lstsq: other must be a matrix or batch of them, or a vector per input "
                          f"matrix (other.dim() one less), got {shapes}")
     torch._check(B.dim() >= 1 and A.shape[-2] == B.shape[-1 if A.dim() - 1 == B.dim() else -2],
                  lambda: f"torch.linalg.lstsq: input and other must have the same number of rows, got {shapes}")
-    torch._check(driver in _LSTSQ_DRIVERS,
-                 lambda: f"torch.linalg.lstsq: driver must be one of {', '.join(_LSTSQ_DRIVERS)}, got {driver!r}")
 
 
 def _least_squares_by_qr(A, B):
@@ -89,11 +91,13 @@ def _linalg_lstsq(A, B, rcond=None, *, driver=None):
     (squared, per column) are given where A is tall and, but for gels, of
     full rank; gelsy gives none."""
     driver = driver or "gels"
+    torch._check(driver in _LSTSQ_DRIVERS,
+                 lambda: f"torch.linalg.lstsq: driver must be one of {', '.join(_LSTSQ_DRIVERS)}, got {driver!r}")
     _check_lstsq(A, B, driver)
     vector = A.dim() - 1 == B.dim()
     B = B.unsqueeze(-1) if vector else B
     m, n = A.shape[-2:]
-    none = A.new_empty(0)
+    none = A.new_empty(0, dtype=A.real.dtype)
     if driver == "gels":
         X, rank, singular_values = _least_squares_by_qr(A, B), none.long(), none
     else:
@@ -103,7 +107,7 @@ def _linalg_lstsq(A, B, rcond=None, *, driver=None):
         X = Vh.mH @ (torch.where(kept, S.reciprocal(), 0).unsqueeze(-1) * (U.mH @ B))
         singular_values = S if driver != "gelsy" else none
     full_rank = driver == "gels" or (driver != "gelsy" and bool((rank == n).all()))
-    residuals = (A @ X - B).square().sum(-2) if m > n and full_rank else none
+    residuals = (A @ X - B).abs().square().sum(-2) if m > n and full_rank else none
     return X.squeeze(-1) if vector else X, residuals, rank, singular_values
 
 

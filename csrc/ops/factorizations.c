@@ -19,6 +19,7 @@
  * to its first entry, so R's diagonal signs are LAPACK's.
  *
  * The backwards are PyTorch's formulas over these. */
+#include "hlo/complex_ops.h"
 #include "hlo/linalg_ops.h"
 #include "hlo/loop_ops.h"
 #include "hlo/slice_ops.h"
@@ -65,6 +66,13 @@ static hlo_value with_entry(hlo_builder* b, hlo_value x, hlo_value k, hlo_value 
 /* The batch part of a matrix type, [batch..], as i64. */
 static hlo_type batch_of(const hlo_type* t) { return hlo_type_make(TPU_I64, t->rank - 2, t->dims); }
 
+/* How large an entry is for pivoting: |x|, or |re| + |im| for complex x,
+ * as LAPACK's izamax measures, so the pivots are the CPU's. */
+static hlo_value pivot_size(hlo_builder* b, hlo_value x) {
+  if (!tpu_dtype_is_complex(hlo_type_of(b, x)->dtype)) return hlo_unary(b, "abs", x);
+  return hlo_binary(b, "add", hlo_unary(b, "abs", hlo_real(b, x)), hlo_unary(b, "abs", hlo_imag(b, x)));
+}
+
 /* One elimination step k: carried {a [batch.., m, n], pivots [batch.., min(m, n)] i32, info [batch..] i32}. */
 static void factor_step(hlo_builder* b, hlo_value step, const hlo_value* in, hlo_value* out, const void* context) {
   (void)context;
@@ -76,7 +84,8 @@ static void factor_step(hlo_builder* b, hlo_value step, const hlo_value* in, hlo
   hlo_value rows = hlo_iota(b, rows_type, r - 2);
   hlo_value column = hlo_reshape(b, pick(b, in[0], r - 1, k), r - 1, at.dims);
   hlo_value below = hlo_compare(b, "GE", rows, per_batch(b, k, &rows_type));
-  hlo_value candidates = hlo_select(b, below, hlo_unary(b, "abs", column), hlo_constant_like(b, column, -1));
+  hlo_value size = pivot_size(b, column);
+  hlo_value candidates = hlo_select(b, below, size, hlo_constant_like(b, size, -1));
   hlo_value largest, p;
   hlo_arg_reduce(b, candidates, r - 2, true, &largest, &p);
   hlo_value a = swapped(b, in[0], r - 2, k, p);
@@ -148,13 +157,13 @@ static hlo_value rows_in_order(hlo_builder* b, hlo_value rhs, hlo_value order) {
   return hlo_gather_elements(b, rhs, t.rank - 2, hlo_broadcast_in_dim(b, order, t.rank, t.dims, leading));
 }
 
-/* x [batch.., m, n] as [batch.., n, m]. */
-static hlo_value transposed(hlo_builder* b, hlo_value x) {
+/* x [batch.., m, n] as its adjoint [batch.., n, m]. */
+static hlo_value adjoint_of(hlo_builder* b, hlo_value x) {
   int rank = hlo_type_of(b, x)->rank;
   int64_t order[TPU_MAX_RANK];
   for (int i = 0; i < rank; i++) order[i] = i;
   order[rank - 2] = rank - 1, order[rank - 1] = rank - 2;
-  return hlo_transpose(b, x, order);
+  return hlo_conj(b, hlo_transpose(b, x, order));
 }
 
 /* X with A X = rhs (adjoint: A^H X = rhs) for A = P L U given as the packed
@@ -175,10 +184,11 @@ static hlo_value lu_solve(hlo_builder* b, hlo_value lu, hlo_value order, hlo_val
 
 static bool check_float_matrices(tpu_lowering* l, int index, bool square) {
   hlo_type t = tpu_lower_arg_type(l, index);
-  if (t.rank >= 2 && tpu_dtype_is_float(t.dtype) && (!square || t.dims[t.rank - 1] == t.dims[t.rank - 2]))
+  if (t.rank >= 2 && (tpu_dtype_is_float(t.dtype) || tpu_dtype_is_complex(t.dtype)) &&
+      (!square || t.dims[t.rank - 1] == t.dims[t.rank - 2]))
     return true;
   char shape[96];
-  tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: expected float%s matrices [..., m, n], got %s of shape %s",
+  tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: expected float or complex%s matrices [..., m, n], got %s of shape %s",
                  tpu_lower_op_name(l), square ? " square" : "", tpu_dtype_name(t.dtype),
                  hlo_shape_print(&t, shape, sizeof shape));
   return false;
@@ -209,7 +219,7 @@ static tpu_status lower_lu_factor(tpu_lowering* l) {
 }
 
 /* linalg_lu_solve(LU, pivots, B, left, adjoint): X with A X = B (left) or
- * X A = B, A^T for adjoint; batch dims broadcast. */
+ * X A = B, A^H for adjoint; batch dims broadcast. */
 static tpu_status lower_lu_solve(tpu_lowering* l) {
   if (!check_float_matrices(l, 0, true)) return NULL;
   hlo_builder* b = tpu_lower_builder(l);
@@ -222,9 +232,9 @@ static tpu_status lower_lu_solve(tpu_lowering* l) {
   pt.dims[pt.rank - 1] = n;
   hlo_value lu = tpu_lower_value_as(l, 0, &lt), order = row_order(b, tpu_lower_value_as(l, 1, &pt), n);
   hlo_value rhs = tpu_lower_value_as(l, 2, &xt);
-  /* X A = B is A^T X^T = B^T. */
+  /* X A = B is A^H X^H = B^H. */
   hlo_value x = left ? lu_solve(b, lu, order, rhs, adjoint)
-                     : transposed(b, lu_solve(b, lu, order, transposed(b, rhs), !adjoint));
+                     : adjoint_of(b, lu_solve(b, lu, order, adjoint_of(b, rhs), !adjoint));
   tpu_lower_set_output(l, 0, x);
   return NULL;
 }
@@ -298,12 +308,12 @@ static tpu_status lower_lu(tpu_lowering* l) {
   return NULL;
 }
 
-/* (I - tau v v^T) x for x [batch.., m, c], v [batch.., m], tau [batch..]. */
+/* (I - tau v v^H) x for x [batch.., m, c], v [batch.., m], tau [batch..]. */
 static hlo_value reflected(hlo_builder* b, hlo_value x, hlo_value v, hlo_value tau) {
   hlo_type xt = *hlo_type_of(b, x), vt = *hlo_type_of(b, v);
   int r = xt.rank;
   int64_t rows = r - 2, w_dims[TPU_MAX_RANK];
-  hlo_value w = hlo_dot_general(b, v, x, leading, leading, r - 2, &rows, &rows, 1, xt.dtype); /* v^T x */
+  hlo_value w = hlo_dot_general(b, hlo_conj(b, v), x, leading, leading, r - 2, &rows, &rows, 1, xt.dtype); /* v^H x */
   for (int i = 0; i < r - 2; i++) w_dims[i] = i;
   w_dims[r - 2] = r - 1;
   hlo_value scaled_v = hlo_binary(b, "multiply", v, per_batch(b, tau, &vt));
@@ -326,13 +336,17 @@ static void householder_step(hlo_builder* b, hlo_value step, const hlo_value* in
   hlo_value below = hlo_compare(b, "GT", rows, jr), zero_column = hlo_constant_like(b, column, 0);
   hlo_value tail = hlo_select(b, below, column, zero_column);
   int64_t last = r - 2;
-  hlo_value norm = hlo_unary(b, "sqrt", hlo_reduce(b, hlo_binary(b, "multiply", tail, tail),
-                                                   hlo_constant(b, at.dtype, 0), "add", &last, 1));
+  /* |tail|^2 and |alpha|^2, real also for complex columns */
+  hlo_value tail_squared = hlo_real(b, hlo_reduce(b, hlo_binary(b, "multiply", tail, hlo_conj(b, tail)),
+                                                  hlo_constant(b, at.dtype, 0), "add", &last, 1));
+  hlo_value re = hlo_real(b, alpha), im = hlo_imag(b, alpha), real_zero = hlo_constant_like(b, re, 0);
+  hlo_value trivial = hlo_binary(b, "and", hlo_compare(b, "EQ", tail_squared, real_zero),
+                                 hlo_compare(b, "EQ", im, real_zero));
+  hlo_value length = hlo_unary(b, "sqrt", hlo_binary(b, "add", hlo_binary(b, "multiply", re, re),
+                                                     hlo_binary(b, "add", hlo_binary(b, "multiply", im, im), tail_squared)));
+  hlo_value beta = hlo_convert(b, hlo_select(b, hlo_compare(b, "GE", re, real_zero), hlo_unary(b, "negate", length), length),
+                               at.dtype);
   hlo_value zero = hlo_constant_like(b, alpha, 0);
-  hlo_value trivial = hlo_compare(b, "EQ", norm, zero);
-  hlo_value length = hlo_unary(b, "sqrt", hlo_binary(b, "add", hlo_binary(b, "multiply", alpha, alpha),
-                                                     hlo_binary(b, "multiply", norm, norm)));
-  hlo_value beta = hlo_select(b, hlo_compare(b, "GE", alpha, zero), hlo_unary(b, "negate", length), length);
   hlo_value safe_beta = hlo_select(b, trivial, hlo_constant_like(b, beta, 1), beta);
   hlo_value tau = hlo_select(b, trivial, zero, hlo_binary(b, "divide", hlo_binary(b, "subtract", beta, alpha), safe_beta));
   hlo_value gap = hlo_select(b, trivial, hlo_constant_like(b, alpha, 1), hlo_binary(b, "subtract", alpha, beta));
@@ -342,7 +356,8 @@ static void householder_step(hlo_builder* b, hlo_value step, const hlo_value* in
   hlo_type positions = at;
   positions.dtype = TPU_I64;
   hlo_value cols = hlo_iota(b, positions, r - 1), jj = per_batch(b, j, &positions);
-  hlo_value a = hlo_select(b, hlo_compare(b, "GT", cols, jj), reflected(b, in[0], v, tau), in[0]);
+  /* A := H^H A, as LAPACK's geqr2 applies each reflector */
+  hlo_value a = hlo_select(b, hlo_compare(b, "GT", cols, jj), reflected(b, in[0], v, hlo_conj(b, tau)), in[0]);
   /* Column j keeps R's entry (beta, or alpha when nothing was reflected) and v under it. */
   hlo_value top = hlo_select(b, trivial, alpha, beta);
   hlo_value kept = hlo_select(b, hlo_compare(b, "EQ", rows, jr), per_batch(b, top, &ct), hlo_select(b, below, v, column));
@@ -434,14 +449,14 @@ static tpu_status lower_qr(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"geqrf", lower_geqrf, 0},
-    {"linalg_householder_product", lower_householder_product, 0},
-    {"linalg_inv_ex", lower_inv, 0},
-    {"linalg_lu", lower_lu, 0},
-    {"linalg_lu_factor_ex", lower_lu_factor, 0},
-    {"linalg_lu_solve", lower_lu_solve, 0},
-    {"linalg_qr", lower_qr, 0},
-    {"lu_unpack", lower_lu_unpack, 0},
+    {"geqrf", lower_geqrf, TPU_OP_COMPLEX},
+    {"linalg_householder_product", lower_householder_product, TPU_OP_COMPLEX},
+    {"linalg_inv_ex", lower_inv, TPU_OP_COMPLEX},
+    {"linalg_lu", lower_lu, TPU_OP_COMPLEX},
+    {"linalg_lu_factor_ex", lower_lu_factor, TPU_OP_COMPLEX},
+    {"linalg_lu_solve", lower_lu_solve, TPU_OP_COMPLEX},
+    {"linalg_qr", lower_qr, TPU_OP_COMPLEX},
+    {"lu_unpack", lower_lu_unpack, TPU_OP_COMPLEX},
 };
 
 TPU_OP_FAMILY(tpu_ops_factorizations, entries);
