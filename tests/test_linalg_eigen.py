@@ -3,7 +3,8 @@ rotations) against PyTorch's CPU (LAPACK): torch.linalg.eigh / eigvalsh
 (UPLO 'L' and 'U'), torch.linalg.svd (full_matrices or not) / svdvals, and
 what PyTorch builds on them: pinv, matrix_rank, cond, matrix_norm of ord 2
 and 'nuc'. Batched, empty, 1x1, wide, tall, rank-deficient, non-contiguous,
-out=, autograd and torch.compile.
+out=, autograd and torch.compile. Also linalg.eig and eigvals, run on the
+host as on CUDA.
 
 Eigenvectors and singular vectors are only defined up to sign (and within
 repeated values up to a rotation), so vectors are checked by invariants:
@@ -307,6 +308,30 @@ def test_larger_matrix():
     check_eigh(a)
     check_eigh(a.float())
     check_svd(b, False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.complex128])
+def test_eig_and_eigvals_on_the_host(dtype):
+    """linalg.eig and eigvals are the CPU's (LAPACK's geev on the host, as
+    PyTorch's CUDA kernel runs it): batched, empty, out=, and gradients,
+    which run on the tpu (complex products and solves), of a loss blind to
+    the vectors' phases."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn((2, 4, 4), generator=g, dtype=dtype)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype in (torch.float32, torch.complex64) else dict(rtol=1e-9, atol=1e-9)
+    check(torch.linalg.eig, a)
+    check(torch.linalg.eigvals, a)
+    check(torch.linalg.eig, a[:0])
+    values = torch.empty(0, dtype=torch.linalg.eigvals(a).dtype)
+    check(lambda a, w, v: torch.linalg.eig(a, out=(w, v)), a, values, values.clone())
+    check(lambda a, w: torch.linalg.eigvals(a, out=w), a, values)
+
+    def gradient(a):
+        a = a.detach().requires_grad_()
+        w, v = torch.linalg.eig(a)
+        (w.abs().sum() + v.abs().sum()).backward()
+        return a.grad
+    check(gradient, a, **tol)
 
 
 def test_refusals():

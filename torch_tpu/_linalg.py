@@ -6,7 +6,8 @@ A (LAPACK wants columns; det(A^T) = det(A)), solve factors A itself; the
 factors returned here are the same ones. Also the deprecated torch.cholesky:
 linalg_cholesky_ex (csrc/ops/triangular.c) with its info read back, as
 PyTorch's kernel does. And torch.linalg.lstsq, from QR (gels) or the SVD
-(the other drivers), both lowered in C."""
+(the other drivers), both lowered in C; and torch.linalg.eig and eigvals,
+on the host as on CUDA."""
 import torch
 
 _aten_tpu = torch.library.Library("aten", "IMPL", "PrivateUse1")
@@ -124,3 +125,26 @@ _aten_tpu.impl("linalg_lstsq.out", _linalg_lstsq_out)
 _aten_tpu.impl("_linalg_solve_ex", _linalg_solve_ex)
 _aten_tpu.impl("_linalg_det", _linalg_det)
 _aten_tpu.impl("_linalg_slogdet", _linalg_slogdet)
+
+
+def _on_host(op):
+    """op run on the CPU and its results brought back, as PyTorch's CUDA
+    kernel runs the non-symmetric eigenproblem (MAGMA's geev works on the
+    host): a round trip and a sync per call. out= arguments take the
+    results' shapes."""
+    def run(A, **outs):
+        results = op(A.cpu())
+        results = results if isinstance(results, tuple) else (results,)
+        if not outs:
+            results = tuple(r.to(A.device) for r in results)
+            return results if len(results) > 1 else results[0]
+        for out, result in zip(outs.values(), results):
+            out.resize_(result.shape).copy_(result)
+        return tuple(outs.values()) if len(outs) > 1 else next(iter(outs.values()))
+    return run
+
+
+_aten_tpu.impl("linalg_eig", _on_host(torch.ops.aten.linalg_eig.default))
+_aten_tpu.impl("linalg_eig.out", _on_host(torch.ops.aten.linalg_eig.default))
+_aten_tpu.impl("_linalg_eigvals", _on_host(torch.ops.aten._linalg_eigvals.default))
+_aten_tpu.impl("linalg_eigvals.out", _on_host(torch.ops.aten._linalg_eigvals.default))
