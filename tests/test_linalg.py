@@ -552,10 +552,11 @@ MATRIX_EXP = [((4, 4), 0.1), ((4, 4), 3.0), ((2, 3, 5, 5), 1.0), ((3, 4, 4), "mi
               ((1, 1), 2.0), ((0, 3, 3), 1.0), ((3, 3), 0.0)]
 
 
-@pytest.mark.parametrize("dtype,rtol", [(torch.float32, 1e-5), (torch.float64, 1e-12)])
+@pytest.mark.parametrize("dtype,rtol", [(torch.float32, 1e-5), (torch.float64, 1e-12), (torch.complex64, 1e-5),
+                                        (torch.complex128, 1e-12)], ids=str)
 @pytest.mark.parametrize("shape,scale", MATRIX_EXP, ids=str)
 def test_matrix_exp(shape, scale, dtype, rtol):
-    a = make(shape, torch.float64)
+    a = make(shape, torch.complex128 if dtype.is_complex else torch.float64)
     a = a * (torch.tensor([0.05, 1.0, 8.0]).view(3, 1, 1) if scale == "mixed" else scale)
     e = torch.linalg.matrix_exp(a)
     a, g = a.to(dtype), make(shape, dtype, seed=1)

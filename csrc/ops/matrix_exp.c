@@ -6,7 +6,8 @@
  * loop whose count is the batch's largest s, computed on the device; a
  * matrix needing fewer squarings keeps its value. theta is the bound
  * PyTorch's CPU kernel uses for its degree-18 approximant in the dtype,
- * under which the Taylor polynomial is as accurate. The backward is
+ * under which the Taylor polynomial is as accurate (complex matrices take
+ * their parts' dtype's). The backward is
  * PyTorch's formula: the exponential of a block matrix twice the size. */
 #include "hlo/conv_ops.h"
 #include "hlo/linalg_ops.h"
@@ -47,13 +48,14 @@ static hlo_value power_of_two(hlo_builder* b, hlo_value s, tpu_dtype t) {
 static tpu_status lower_matrix_exp(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   hlo_type at = tpu_lower_arg_type(l, 0);
-  if (at.rank < 2 || at.dims[at.rank - 1] != at.dims[at.rank - 2] || !tpu_dtype_is_float(at.dtype)) {
+  if (at.rank < 2 || at.dims[at.rank - 1] != at.dims[at.rank - 2] ||
+      !(tpu_dtype_is_float(at.dtype) || tpu_dtype_is_complex(at.dtype))) {
     char shape[96];
-    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::linalg_matrix_exp: expected float square matrices [..., n, n], "
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::linalg_matrix_exp: expected float or complex square matrices [..., n, n], "
                    "got %s of shape %s", tpu_dtype_name(at.dtype), hlo_shape_print(&at, shape, sizeof shape));
     return NULL;
   }
-  tpu_dtype t = tpu_dtype_compute(at.dtype);
+  tpu_dtype t = tpu_dtype_compute(at.dtype), parts = tpu_dtype_real_part(t);
   batch_product p = {at.rank, {0}};
   for (int i = 0; i < at.rank - 2; i++) p.batch[i] = i;
   hlo_value a = tpu_lower_value(l, 0, t);
@@ -61,15 +63,15 @@ static tpu_status lower_matrix_exp(tpu_lowering* l) {
 
   /* s = ceil(log2(|A|_1 / theta)), at least 0, at most 64 (and 0 for NaN). */
   int64_t rows = at.rank - 2, last = at.rank - 2;
-  hlo_value norm = hlo_reduce(b, hlo_unary(b, "abs", a), hlo_constant(b, t, 0), "add", &rows, 1);
-  norm = hlo_reduce(b, norm, hlo_constant(b, t, 0), "maximum", &last, 1);
-  double theta = t == TPU_F64 ? 1.090863719290036 : 3.010066362817634;
+  hlo_value norm = hlo_reduce(b, hlo_unary(b, "abs", a), hlo_constant(b, parts, 0), "add", &rows, 1);
+  norm = hlo_reduce(b, norm, hlo_constant(b, parts, 0), "maximum", &last, 1);
+  double theta = parts == TPU_F64 ? 1.090863719290036 : 3.010066362817634;
   hlo_value s = hlo_unary(b, "ceil", hlo_binary_constant(b, "divide", hlo_unary(b, "log", hlo_binary_constant(
                                                                         b, "divide", norm, theta)), 0.6931471805599453));
   s = hlo_select(b, hlo_compare(b, "EQ", s, s), s, hlo_constant_like(b, s, 0));
   s = hlo_convert(b, hlo_binary_constant(b, "minimum", hlo_binary_constant(b, "maximum", s, 0), 64), TPU_I64);
-  hlo_value scaled = hlo_binary(b, "divide", a, hlo_broadcast_in_dim(b, power_of_two(b, s, t), at.rank, at.dims,
-                                                                       p.batch));
+  hlo_value scale = hlo_broadcast_in_dim(b, power_of_two(b, s, parts), at.rank, at.dims, p.batch);
+  hlo_value scaled = hlo_binary(b, "divide", a, hlo_convert(b, scale, t));
 
   hlo_value identity = hlo_identity(b, at);
   hlo_value e = identity;
@@ -89,7 +91,7 @@ static tpu_status lower_matrix_exp(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"linalg_matrix_exp", lower_matrix_exp, 0},
+    {"linalg_matrix_exp", lower_matrix_exp, TPU_OP_COMPLEX},
 };
 
 TPU_OP_FAMILY(tpu_ops_matrix_exp, entries);
