@@ -1,6 +1,6 @@
 """Symmetric eigendecomposition and SVD on tpu (csrc/ops/eigen.c, Jacobi
 rotations) against PyTorch's CPU (LAPACK): torch.linalg.eigh / eigvalsh
-(UPLO 'L' and 'U'), torch.linalg.svd (full_matrices or not) / svdvals, and
+(UPLO 'L' and 'U'), torch.linalg.svd (full_matrices or not; real and complex) / svdvals, and
 what PyTorch builds on them: pinv, matrix_rank, cond, matrix_norm of ord 2
 and 'nuc'. Batched, empty, 1x1, wide, tall, rank-deficient, non-contiguous,
 out=, autograd and torch.compile. Also linalg.eig and eigvals, run on the
@@ -27,16 +27,22 @@ sys.path.insert(0, os.path.dirname(__file__))
 from parity import assert_close, check  # noqa: E402
 
 DTYPES = [torch.float32, torch.float64]
+SVD_DTYPES = DTYPES + [torch.complex64, torch.complex128]
 
 
 def tolerance(dtype):
     """(values and reconstruction per unit of |A|, orthonormality)."""
-    return (2e-5, 1e-5) if dtype == torch.float32 else (1e-12, 1e-12)
+    return (2e-5, 1e-5) if dtype in (torch.float32, torch.complex64) else (1e-12, 1e-12)
 
 
 def make(shape, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+    return torch.randn(shape, generator=g, dtype=torch.complex128 if dtype.is_complex else torch.float64).to(dtype)
+
+
+def widened(t):
+    """t in float64 or complex128."""
+    return t.to(torch.complex128 if t.is_complex() else torch.float64)
 
 
 def symmetric(shape, dtype, seed=0):
@@ -48,13 +54,13 @@ def scale_of(a):
     """|A|: the largest singular value (1 for empty or zero matrices)."""
     if a.numel() == 0:
         return 1.0
-    return max(torch.linalg.matrix_norm(a.double().cpu(), ord=2).max().item(), 1.0)
+    return max(torch.linalg.matrix_norm(widened(a.cpu()), ord=2).max().item(), 1.0)
 
 
 def assert_orthonormal(q, tol, columns=True):
     """q's columns (or rows) are orthonormal."""
-    q = q.cpu().double()
-    gram = q.mT @ q if columns else q @ q.mT
+    q = widened(q.cpu())
+    gram = q.mH @ q if columns else q @ q.mH
     eye = torch.eye(gram.shape[-1], dtype=gram.dtype).expand_as(gram)
     torch.testing.assert_close(gram, eye, rtol=0, atol=tol)
 
@@ -85,9 +91,9 @@ def check_svd(a, full_matrices):
     assert (u.shape, s.shape, vh.shape) == tuple(x.shape for x in expected)
     assert_close(s, expected.S, rtol=0, atol=atol)
     k = s.shape[-1]
-    u, s, vh = u.cpu().double(), s.cpu().double(), vh.cpu().double()
-    reconstructed = u[..., :k] @ torch.diag_embed(s) @ vh[..., :k, :]
-    torch.testing.assert_close(reconstructed, a.double(), rtol=0, atol=atol)
+    u, vh = widened(u.cpu()), widened(vh.cpu())
+    reconstructed = u[..., :k] @ torch.diag_embed(s.cpu().to(u.dtype)) @ vh[..., :k, :]
+    torch.testing.assert_close(reconstructed, widened(a), rtol=0, atol=atol)
     assert_orthonormal(u, orth_tol)
     assert_orthonormal(vh, orth_tol, columns=False)
 
@@ -122,14 +128,14 @@ def test_eigh_special_spectra(dtype):
         check_eigh(a.clone())
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SVD_DTYPES)
 @pytest.mark.parametrize("full_matrices", [False, True])
 @pytest.mark.parametrize("shape", [(1, 6), (6, 1), (3, 3), (5, 4), (2, 7, 3), (2, 1, 3, 8), (16, 16), (4, 1, 1)])
 def test_svd(shape, full_matrices, dtype):
     check_svd(make(shape, dtype), full_matrices)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SVD_DTYPES)
 @pytest.mark.parametrize("full_matrices", [False, True])
 def test_svd_rank_deficient(full_matrices, dtype):
     """Zero singular values: U and Vh still orthonormal (completed), S near 0."""
@@ -140,7 +146,7 @@ def test_svd_rank_deficient(full_matrices, dtype):
         check_svd(a.clone(), full_matrices)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SVD_DTYPES)
 def test_svdvals_and_no_vectors(dtype):
     a = make((3, 5, 7), dtype)
     atol = tolerance(dtype)[0] * scale_of(a)
@@ -168,6 +174,30 @@ def test_built_on_svd_and_eigh(dtype):
     for ord in [2, -2, "nuc"]:
         check(lambda a: torch.linalg.matrix_norm(a, ord=ord), a, **loose)
     check(lambda a: torch.linalg.norm(a[0], ord=2), a, **loose)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_built_on_complex_svd(dtype):
+    """pinv (so lstsq's gradient), matrix_rank, cond and matrix_norm of
+    complex matrices, and lstsq's SVD drivers."""
+    a, b = make((2, 6, 4), dtype), make((2, 6, 3), dtype, seed=2)
+    low = make((6, 2), dtype) @ make((2, 5), dtype, seed=1)
+    values_tol = tolerance(dtype)[0]
+    loose = dict(rtol=10 * values_tol, atol=10 * values_tol * scale_of(a))
+    check(lambda a: torch.linalg.pinv(a), a, **loose)
+    check(lambda a: torch.linalg.matrix_rank(a), a)
+    check(lambda a: torch.linalg.matrix_rank(a), low)
+    check(lambda a: torch.linalg.cond(a), a, **loose)
+    for ord in [2, -2, "nuc"]:
+        check(lambda a: torch.linalg.matrix_norm(a, ord=ord), a, **loose)
+    for driver in ("gelsd", "gelss"):
+        check(lambda a, b: tuple(torch.linalg.lstsq(a, b, driver=driver)), a, b, **loose)
+
+    def lstsq_gradient(a, b):
+        a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
+        torch.view_as_real(torch.linalg.lstsq(a, b).solution).sum().backward()
+        return a.grad, b.grad
+    check(lstsq_gradient, a, b, **loose)
 
 
 def test_empty_and_zero_batch():
@@ -244,7 +274,7 @@ def separated(n, dtype, seed=0):
 
 
 def grad_tol(dtype):
-    return dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-9, atol=1e-9)
+    return dict(rtol=1e-4, atol=1e-4) if dtype in (torch.float32, torch.complex64) else dict(rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -264,17 +294,19 @@ def test_eigh_gradient(dtype):
     assert_close(tpu.grad, cpu.grad, **grad_tol(dtype))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SVD_DTYPES)
 def test_svd_gradient(dtype):
     q1, _ = torch.linalg.qr(make((6, 4), torch.float64, seed=3))
     q2, _ = torch.linalg.qr(make((4, 4), torch.float64, seed=4))
     a = (q1 @ torch.diag(torch.tensor([4.0, 3, 2, 1], dtype=torch.float64)) @ q2.T).to(dtype)
+    if dtype.is_complex:
+        a = a * torch.polar(torch.ones(4, dtype=torch.float64), torch.arange(4.0, dtype=torch.float64)).to(dtype)
     weights, probe = make((4,), dtype, seed=5), make((6, 4), dtype, seed=6)
 
     def loss(a):
         u, s, vh = torch.linalg.svd(a, full_matrices=False)
-        # u_i vh_i is sign-invariant.
-        return (s * s).sum() + ((u * weights.to(a.device)) @ vh * probe.to(a.device)).sum()
+        # u_i vh_i is sign- (phase-) invariant.
+        return (s * s).sum() + ((u * weights.to(a.device)) @ vh * probe.to(a.device)).sum().real
 
     def loss_wide(a):
         return torch.linalg.svdvals(a.mT).sum() + loss(a)
@@ -335,11 +367,9 @@ def test_eig_and_eigvals_on_the_host(dtype):
 
 
 def test_refusals():
-    """Complex and low-precision inputs fail with a message saying what to do."""
+    """Complex (eigh) and low-precision inputs fail with a message saying what to do."""
     with pytest.raises(NotImplementedError, match="CPU"):
         torch.linalg.eigh(torch.eye(3, dtype=torch.complex64, device="tpu"))
-    with pytest.raises(NotImplementedError, match="CPU"):
-        torch.linalg.svd(torch.eye(3, dtype=torch.complex64, device="tpu"))
     with pytest.raises((NotImplementedError, RuntimeError), match="float32 or float64"):
         torch.linalg.eigh(torch.eye(3, dtype=torch.float16, device="tpu"))
     with pytest.raises(RuntimeError, match="driver"):

@@ -53,16 +53,13 @@ def _cholesky(A, upper=False):
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
-def _check_lstsq(A, B, driver):
+def _check_lstsq(A, B):
     shapes = f"input {list(A.shape)} {A.dtype}, other {list(B.shape)} {B.dtype}"
     torch._check(A.dim() >= 2, lambda: f"torch.linalg.lstsq: input must have at least 2 dimensions, got {shapes}")
     torch._check(A.dtype == B.dtype, lambda: f"torch.linalg.lstsq: input and other must have the same dtype, got {shapes}")
     torch._check(A.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128),
                  lambda: f"torch.linalg.lstsq: takes float32, float64, complex64 or complex128 (convert the "
                          f"inputs), got {shapes}")
-    torch._check(not A.is_complex() or driver == "gels",
-                 lambda: f"torch.linalg.lstsq: complex matrices take driver='gels' on the tpu (its SVD is "
-                         f"real only), got driver={driver!r} for {shapes}")
     torch._check(A.dim() - B.dim() in (0, 1),
                  lambda: f"torch.linalg.lstsq: other must be a matrix or batch of them, or a vector per input "
                          f"matrix (other.dim() one less), got {shapes}")
@@ -94,7 +91,7 @@ def _linalg_lstsq(A, B, rcond=None, *, driver=None):
     driver = driver or "gels"
     torch._check(driver in _LSTSQ_DRIVERS,
                  lambda: f"torch.linalg.lstsq: driver must be one of {', '.join(_LSTSQ_DRIVERS)}, got {driver!r}")
-    _check_lstsq(A, B, driver)
+    _check_lstsq(A, B)
     vector = A.dim() - 1 == B.dim()
     B = B.unsqueeze(-1) if vector else B
     m, n = A.shape[-2:]

@@ -20,7 +20,9 @@
  * svd: one-sided (Hestenes) Jacobi on the columns of A (of A^T when A is
  * wide), kept as rows: each rotation makes two of them orthogonal, so the
  * singular values are their norms, U their normalized selves and V the
- * turned identity. Sweeps stop after one whose pairs all had cosines below
+ * turned identity. Complex rows turn by the rotation of |<p, q>| with its
+ * phase on the sines (a unitary turn), so svd takes complex matrices too;
+ * eigh does not. Sweeps stop after one whose pairs all had cosines below
  * eps * max(length, 16). Vectors of U that a zero singular value or
  * full_matrices leave open are completed to an orthonormal basis.
  *
@@ -29,6 +31,7 @@
  * grew the norms by a bias that summed up over the many rotations. */
 #include <math.h>
 
+#include "hlo/complex_ops.h"
 #include "hlo/linalg_ops.h"
 #include "hlo/loop_ops.h"
 #include "hlo/slice_ops.h"
@@ -57,9 +60,11 @@ typedef struct rotation {
   hlo_value c1, s, t; /* 1 - cos, sin, tan */
 } rotation;
 
-static double epsilon(tpu_dtype dtype) { return dtype == TPU_F64 ? 0x1p-52 : 0x1p-23; }
+static double epsilon(tpu_dtype dtype) { return tpu_dtype_real_part(dtype) == TPU_F64 ? 0x1p-52 : 0x1p-23; }
 
-static double smallest_normal(tpu_dtype dtype) { return dtype == TPU_F64 ? 0x1p-1022 : 0x1p-126; }
+static double smallest_normal(tpu_dtype dtype) {
+  return tpu_dtype_real_part(dtype) == TPU_F64 ? 0x1p-1022 : 0x1p-126;
+}
 
 /* A vector whose squared norm is below the smallest normal number counts
  * as zero: its norm is below this. */
@@ -70,6 +75,18 @@ static hlo_value sum(hlo_builder* b, hlo_value x, int64_t dim) {
 }
 
 static hlo_value square(hlo_builder* b, hlo_value x) { return hlo_binary(b, "multiply", x, x); }
+
+static bool is_complex(hlo_builder* b, hlo_value x) { return tpu_dtype_is_complex(hlo_type_of(b, x)->dtype); }
+
+/* |x|^2 entrywise, real for complex x too. */
+static hlo_value magnitude_squared(hlo_builder* b, hlo_value x) {
+  return is_complex(b, x) ? hlo_real(b, hlo_binary(b, "multiply", x, hlo_conj(b, x))) : square(b, x);
+}
+
+/* x (real) in like's dtype, so that it scales complex values. */
+static hlo_value as_type_of(hlo_builder* b, hlo_value x, hlo_value like) {
+  return hlo_convert(b, x, hlo_type_of(b, like)->dtype);
+}
 
 /* x ([B] or [B, n]) over `shape` (rank 2 or 3) along dims {0} or {0, along}. */
 static hlo_value spread(hlo_builder* b, hlo_value x, const hlo_type* shape, int along) {
@@ -122,10 +139,11 @@ static hlo_value diagonal(hlo_builder* b, hlo_value a) {
 static hlo_value scaled(hlo_builder* b, hlo_value x, hlo_value* out_scale) {
   hlo_type t = *hlo_type_of(b, x);
   int64_t dims[2] = {1, 2};
-  hlo_value largest = hlo_reduce(b, hlo_unary(b, "abs", x), hlo_constant(b, t.dtype, 0), "maximum", dims, 2);
+  hlo_value largest = hlo_reduce(b, hlo_unary(b, "abs", x), hlo_constant(b, tpu_dtype_real_part(t.dtype), 0), "maximum",
+                                 dims, 2);
   hlo_value zero = hlo_compare(b, "EQ", largest, hlo_constant_like(b, largest, 0));
   *out_scale = hlo_select(b, zero, hlo_constant_like(b, largest, 1), largest);
-  return hlo_binary(b, "divide", x, spread(b, *out_scale, &t, 0));
+  return hlo_binary(b, "divide", x, as_type_of(b, spread(b, *out_scale, &t, 0), x));
 }
 
 /* x [B, r, c] with a zero row (and column, for a square x) appended when r
@@ -186,7 +204,7 @@ static hlo_value signed_by_member(hlo_builder* b, hlo_value x, const pairing* pr
  * so p' = c p - s q and q' = s p + c q. */
 static hlo_value turned(hlo_builder* b, hlo_value x, const pairing* pr, const rotation* r, hlo_value signed_s) {
   hlo_type t = *hlo_type_of(b, x);
-  hlo_value change = hlo_binary(b, "subtract", hlo_binary(b, "multiply", spread(b, r->c1, &t, 1), x),
+  hlo_value change = hlo_binary(b, "subtract", hlo_binary(b, "multiply", as_type_of(b, spread(b, r->c1, &t, 1), x), x),
                                 hlo_binary(b, "multiply", spread(b, signed_s, &t, 1), hlo_take(b, x, 1, pr->partner)));
   return hlo_binary(b, "subtract", x, change);
 }
@@ -233,24 +251,42 @@ static hlo_value eigh_more(hlo_builder* b, hlo_value a, hlo_value worst) {
   return hlo_reduce(b, pending, hlo_constant_i64(b, TPU_I64, 0), "maximum", &batch, 1);
 }
 
+/* The complex rotation's sines: signed_s [B, N] (real) times the phase
+ * e^{i phi} of gamma = <p, q> at p and e^{-i phi} at q, so that p' = c p
+ * - s e^{i phi} q and q' = s e^{-i phi} p + c q: unitary, and <p', q'> = 0
+ * for the rotation of |gamma|. */
+static hlo_value with_phases(hlo_builder* b, hlo_value signed_s, hlo_value gamma, const pairing* pr) {
+  hlo_value size = hlo_unary(b, "abs", gamma);
+  hlo_value none = hlo_compare(b, "EQ", size, hlo_constant_like(b, size, 0));
+  hlo_value phase = hlo_select(b, none, hlo_constant_like(b, gamma, 1),
+                               hlo_binary(b, "divide", gamma, as_type_of(b, size, gamma)));
+  hlo_type t = *hlo_type_of(b, gamma);
+  hlo_value low = hlo_compare(b, "LT", hlo_broadcast_in_dim(b, pr->sign, 2, t.dims, &(int64_t){1}),
+                              hlo_constant_like(b, signed_s, 0));
+  return hlo_binary(b, "multiply", as_type_of(b, signed_s, gamma), hlo_select(b, low, phase, hlo_conj(b, phase)));
+}
+
 /* One svd round: carried {h [B, N, length], worst, w}: each pair of rows
  * turned orthogonal; worst keeps the largest cosine between them. */
 static void svd_round(hlo_builder* b, hlo_value step, const hlo_value* in, hlo_value* out, const void* context) {
   hlo_value h = in[0];
   hlo_type t = *hlo_type_of(b, h);
+  tpu_dtype parts = tpu_dtype_real_part(t.dtype);
   int64_t all[2] = {0, 1};
-  pairing pr = pairing_of(b, step, t.dims[1], t.dtype);
+  pairing pr = pairing_of(b, step, t.dims[1], parts);
   hlo_value alpha, beta, gamma;
-  at_pair(b, sum(b, square(b, h), 2), &pr, &alpha, &beta);
-  at_pair(b, sum(b, hlo_binary(b, "multiply", h, hlo_take(b, h, 1, pr.partner)), 2), &pr, &gamma, NULL);
+  at_pair(b, sum(b, magnitude_squared(b, h), 2), &pr, &alpha, &beta);
+  at_pair(b, sum(b, hlo_binary(b, "multiply", h, hlo_conj(b, hlo_take(b, h, 1, pr.partner))), 2), &pr, &gamma, NULL);
   hlo_value lengths = hlo_binary(b, "multiply", hlo_unary(b, "sqrt", alpha), hlo_unary(b, "sqrt", beta));
   double floor = smallest_normal(t.dtype); /* 0 / 0 -> 0 */
   lengths = hlo_binary(b, "maximum", lengths, hlo_constant_like(b, lengths, floor));
   hlo_value cosines = hlo_binary(b, "divide", hlo_unary(b, "abs", gamma), lengths);
-  hlo_value worst = hlo_reduce(b, cosines, hlo_constant(b, t.dtype, 0), "maximum", all, 2);
+  hlo_value worst = hlo_reduce(b, cosines, hlo_constant(b, parts, 0), "maximum", all, 2);
   out[1] = hlo_binary(b, "maximum", in[1], worst);
-  rotation r = rotation_of(b, alpha, beta, gamma);
+  bool complex = is_complex(b, h);
+  rotation r = rotation_of(b, alpha, beta, complex ? hlo_unary(b, "abs", gamma) : gamma);
   hlo_value signed_s = signed_by_member(b, r.s, &pr);
+  if (complex) signed_s = with_phases(b, signed_s, gamma, &pr);
   out[0] = turned(b, h, &pr, &r, signed_s);
   turn_vectors(b, context, in, out, &pr, &r, signed_s);
 }
@@ -260,7 +296,7 @@ static void svd_round(hlo_builder* b, hlo_value step, const hlo_value* in, hlo_v
 static hlo_value svd_more(hlo_builder* b, hlo_value h, hlo_value worst) {
   hlo_type t = *hlo_type_of(b, h);
   double tolerance = epsilon(t.dtype) * fmax((double)t.dims[2], 16);
-  return hlo_convert(b, hlo_compare(b, "GT", worst, hlo_constant(b, t.dtype, tolerance)), TPU_I64);
+  return hlo_convert(b, hlo_compare(b, "GT", worst, hlo_constant(b, tpu_dtype_real_part(t.dtype), tolerance)), TPU_I64);
 }
 
 /* A sweep: carried {x, more (0-d i64), w}; N - 1 rounds when more is 1,
@@ -270,7 +306,8 @@ static void sweep(hlo_builder* b, hlo_value step, const hlo_value* in, hlo_value
   const jacobi* j = context;
   hlo_type t = *hlo_type_of(b, in[0]);
   hlo_value rounds = hlo_binary(b, "multiply", in[1], hlo_constant_i64(b, TPU_I64, t.dims[1] - 1));
-  hlo_value init[3] = {in[0], hlo_constant(b, t.dtype, 0), j->vectors ? in[2] : HLO_INVALID}, done[3];
+  hlo_value init[3] = {in[0], hlo_constant(b, tpu_dtype_real_part(t.dtype), 0), j->vectors ? in[2] : HLO_INVALID},
+            done[3];
   hlo_counted_loop(b, rounds, init, j->vectors ? 3 : 2, j->round, j, done);
   out[0] = done[0];
   out[1] = j->more(b, done[0], done[1]);
@@ -307,7 +344,7 @@ static hlo_value rows_in_order(hlo_builder* b, hlo_value x, hlo_value order) {
 /* v [B, length] less its projection on the rows of u [B, width, length]. */
 static hlo_value projected_off(hlo_builder* b, hlo_value u, hlo_value v) {
   hlo_type t = *hlo_type_of(b, u);
-  hlo_value coefficients = sum(b, hlo_binary(b, "multiply", u, spread(b, v, &t, 2)), 2);
+  hlo_value coefficients = sum(b, hlo_binary(b, "multiply", hlo_conj(b, u), spread(b, v, &t, 2)), 2);
   return hlo_binary(b, "subtract", v, sum(b, hlo_binary(b, "multiply", u, spread(b, coefficients, &t, 1)), 1));
 }
 
@@ -323,14 +360,14 @@ static void complete_step(hlo_builder* b, hlo_value step, const hlo_value* in, h
   hlo_value j = hlo_broadcast_in_dim(b, hlo_binary(b, "add", in[1], step), 3, t.dims, NULL);
   hlo_value here = hlo_compare(b, "EQ", hlo_iota(b, positions, 1), j);
   hlo_value row = sum(b, hlo_select(b, here, u, hlo_constant_like(b, u, 0)), 1);
-  hlo_value length = sum(b, square(b, row), 1);
+  hlo_value length = sum(b, magnitude_squared(b, row), 1);
   hlo_value missing = hlo_compare(b, "LT", length, hlo_constant_like(b, length, 0.25));
   hlo_value least, coordinate;
-  hlo_arg_reduce(b, sum(b, square(b, u), 1), 1, false, &least, &coordinate);
+  hlo_arg_reduce(b, sum(b, magnitude_squared(b, u), 1), 1, false, &least, &coordinate);
   hlo_value v = hlo_compare(b, "EQ", hlo_iota(b, vt, 1), spread(b, coordinate, &vt, 0));
   v = projected_off(b, u, projected_off(b, u, hlo_convert(b, v, t.dtype)));
   vt.dtype = t.dtype;
-  v = hlo_binary(b, "divide", v, spread(b, hlo_unary(b, "sqrt", sum(b, square(b, v), 1)), &vt, 0));
+  v = hlo_binary(b, "divide", v, as_type_of(b, spread(b, hlo_unary(b, "sqrt", sum(b, magnitude_squared(b, v), 1)), &vt, 0), v));
   hlo_value replace = hlo_binary(b, "and", here, spread(b, missing, &t, 0));
   out[0] = hlo_select(b, replace, spread(b, v, &t, 2), u);
   out[1] = in[1];
@@ -365,7 +402,7 @@ static void set_trivial_outputs(tpu_lowering* l) {
   }
 }
 
-static bool check_input(tpu_lowering* l, bool square_only) {
+static bool check_input(tpu_lowering* l, bool square_only, bool complex_too) {
   hlo_type t = tpu_lower_arg_type(l, 0);
   char shape[96];
   if (t.rank < 2 || (square_only && t.dims[t.rank - 1] != t.dims[t.rank - 2])) {
@@ -373,7 +410,7 @@ static bool check_input(tpu_lowering* l, bool square_only) {
                    tpu_lower_op_name(l), square_only ? "square " : "", hlo_shape_print(&t, shape, sizeof shape));
     return false;
   }
-  if (t.dtype != TPU_F32 && t.dtype != TPU_F64) {
+  if (t.dtype != TPU_F32 && t.dtype != TPU_F64 && !(complex_too && tpu_dtype_is_complex(t.dtype))) {
     /* PyTorch's CPU kernels refuse the other types too (NotImplementedError). */
     tpu_lower_fail(l, TPU_UNIMPLEMENTED, "aten::%s: not implemented for %s input (shape %s) on tpu, as on the CPU; "
                    "convert it to float32 or float64", tpu_lower_op_name(l), tpu_dtype_name(t.dtype),
@@ -395,7 +432,7 @@ static hlo_value symmetric(hlo_builder* b, hlo_value a, bool upper) {
 /* _linalg_eigh(A, UPLO, compute_v) -> (eigenvalues ascending, eigenvectors
  * as columns; empty without compute_v). */
 static tpu_status lower_eigh(tpu_lowering* l) {
-  if (!check_input(l, true)) return NULL;
+  if (!check_input(l, true, false)) return NULL;
   hlo_type at = tpu_lower_arg_type(l, 0);
   if (hlo_type_numel(&at) == 0) {
     set_trivial_outputs(l);
@@ -425,7 +462,7 @@ static hlo_value left_vectors(hlo_builder* b, hlo_value h, hlo_value norms, int6
   hlo_type t = *hlo_type_of(b, h);
   hlo_value nonzero = hlo_compare(b, "GT", norms, hlo_constant_like(b, norms, tiny(t.dtype)));
   hlo_value divisor = hlo_select(b, nonzero, norms, hlo_constant_like(b, norms, 1));
-  hlo_value u = hlo_select(b, spread(b, nonzero, &t, 1), hlo_binary(b, "divide", h, spread(b, divisor, &t, 1)),
+  hlo_value u = hlo_select(b, spread(b, nonzero, &t, 1), hlo_binary(b, "divide", h, as_type_of(b, spread(b, divisor, &t, 1), h)),
                            hlo_constant_like(b, h, 0));
   return completed(b, u, sum(b, hlo_convert(b, nonzero, TPU_I64), 1), width);
 }
@@ -433,7 +470,7 @@ static hlo_value left_vectors(hlo_builder* b, hlo_value h, hlo_value norms, int6
 /* _linalg_svd(A, full_matrices, compute_uv, driver) -> (U, S descending,
  * Vh); U and Vh empty without compute_uv. */
 static tpu_status lower_svd(tpu_lowering* l) {
-  if (!check_input(l, false)) return NULL;
+  if (!check_input(l, false, true)) return NULL;
   if (!tpu_lower_is_none(l, 3)) {
     tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA "
                    "inputs with cuSOLVER backend (the tpu has one algorithm); leave it None");
@@ -453,7 +490,7 @@ static tpu_status lower_svd(tpu_lowering* l) {
   h = even(b, scaled(b, wide ? h : transposed(b, h), &scale), false);
   run_sweeps(b, &j, &h, &w);
   h = hlo_slice_dim(b, h, 1, 0, k);
-  hlo_value norms = hlo_unary(b, "sqrt", sum(b, square(b, h), 2)), s = norms;
+  hlo_value norms = hlo_unary(b, "sqrt", sum(b, magnitude_squared(b, h), 2)), s = norms;
   hlo_value order = sort_values(b, &s, true);
   set_output(l, 1, hlo_binary(b, "multiply", s, spread(b, scale, hlo_type_of(b, s), 0)));
   if (!j.vectors) {
@@ -462,7 +499,9 @@ static tpu_status lower_svd(tpu_lowering* l) {
     return NULL;
   }
   hlo_value u = left_vectors(b, rows_in_order(b, h, order), s, full ? length : k);
-  w = rows_in_order(b, corner(b, w, k, k), order); /* V^T */
+  /* h = W A^T (W A when wide) has orthogonal rows u diag(S): A = u^T S
+   * conj(W) (W^H S u). */
+  w = hlo_conj(b, rows_in_order(b, corner(b, w, k, k), order));
   set_output(l, 0, transposed(b, wide ? w : u));
   set_output(l, 2, wide ? u : w);
   return NULL;
@@ -470,7 +509,7 @@ static tpu_status lower_svd(tpu_lowering* l) {
 
 static const tpu_op_entry entries[] = {
     {"_linalg_eigh", lower_eigh, 0},
-    {"_linalg_svd", lower_svd, 0},
+    {"_linalg_svd", lower_svd, TPU_OP_COMPLEX},
 };
 
 TPU_OP_FAMILY(tpu_ops_eigen, entries);
