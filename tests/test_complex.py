@@ -202,6 +202,9 @@ def test_scans_norms_and_more_math(dtype):
     check(lambda x: (x.log10(), x.log2(), torch.exp2(x)), z, rtol=1e-5, atol=1e-5)
     check(lambda x: torch.addcmul(x, x, x.conj(), value=2j), z)
     check(lambda x: torch.addcdiv(x, x, x + 1, value=0.5), z)
+    w = make((3, 6), dtype, seed=1)
+    check(lambda x, w: (torch.lerp(x, x * 2j, w), torch.lerp(x, x.flip(0), 0.7), torch.lerp(x[:, ::2], x[:, 1::2], 0.25j)), z, w)
+    check(lambda x, w: x.lerp_(w, w.conj()), z, w)
 
 
 def test_scatter_and_index_writes():
@@ -282,11 +285,110 @@ def test_order_comparisons_raise():
 def test_unlowered_op_says_so_and_falls_back():
     z = make((3, 4))
     t = z.to("tpu")
-    with pytest.raises(NotImplementedError, match="sinh.*complex numbers.*cpu_fallback"):
-        torch.sinh(t)
+    with pytest.raises(NotImplementedError, match="sinc.*complex numbers.*cpu_fallback"):
+        torch.sinc(t)
     with torch_tpu.cpu_fallback():
-        assert_close(torch.sinh(t), torch.sinh(z))
+        assert_close(torch.sinc(t), torch.sinc(z))
     assert_close(t * 2, z * 2)
+
+
+# ---- sinh, cosh and the inverse functions ----
+# They follow the C library's csinh, casin, ... that PyTorch's CPU kernels
+# call. Compared part by part (view_as_real), so a small part of a large
+# result is held to its own relative error: complex64 to rtol 2e-6
+# (observed worst 4.3e-7), complex128 to 2e-15 (observed worst 7.3e-16).
+ELEMENTARY = ["sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh"]
+PART_TOLERANCES = {torch.complex64: dict(rtol=2e-6, atol=1e-30), torch.complex128: dict(rtol=2e-15, atol=1e-300)}
+
+
+def elementary_points(dtype):
+    """Values in all four quadrants over many scales, near the branch points
+    +-1 and +-i, on both axes with zeros of either sign, and large ones."""
+    g = torch.Generator().manual_seed(0)
+    points = []
+    for scale in (1e-6, 1e-3, 0.1, 0.7, 1, 3, 30, 1e4, 1e9, 1e30):
+        parts = (torch.rand(2, 40, generator=g, dtype=torch.float64) * 2 - 1) * scale
+        points.append(torch.complex(parts[0], parts[1]))
+    mixed = torch.logspace(-7, 12, 12, dtype=torch.float64)
+    mixed = torch.cat([mixed, -mixed])
+    re, im = torch.meshgrid(mixed, mixed, indexing="ij")
+    points.append(torch.complex(re.flatten(), im.flatten()))
+    steps = [0, 1e-20, 1e-9, 1e-6, 1e-3, 0.1]
+    steps += [-d for d in steps]
+    points.append(torch.tensor([c + complex(dx, dy) for c in (1, -1, 1j, -1j) for dx in steps for dy in steps]))
+    line = torch.cat([torch.linspace(-3, 3, 25, dtype=torch.float64), torch.tensor([1e10, -1e10, 1e20])])
+    zero = torch.zeros_like(line)
+    for re, im in ((line, zero), (line, -zero), (zero, line), (-zero, line)):
+        points.append(torch.complex(re, im))
+    return torch.cat(points).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("name", ELEMENTARY)
+def test_elementary_functions(name, dtype):
+    fn = getattr(torch, name)
+    tolerances = dict(PART_TOLERANCES[dtype])
+    if name == "acos" and dtype == torch.complex128:
+        # PyTorch's vectorized complex128 acos, pi/2 - asin(z), loses a real
+        # part that is tiny beside pi/2 (2.8666e-13 for acos(34863.65 + 1e-8j),
+        # where the value is 2.8683e-13, as ours): an absolute bound there
+        tolerances["atol"] = 1e-15
+    check(lambda x: torch.view_as_real(fn(x)), elementary_points(dtype), **tolerances)
+
+
+def matching_parts(actual, expected, rtol, zero_signs=True, atol=0.0):
+    """Per element: both parts close where the CPU's is finite and nonzero,
+    else equal, zeros with their signs (unless not zero_signs), NaN where NaN."""
+    a, e = torch.view_as_real(actual.cpu()), torch.view_as_real(expected)
+    same = ((a == e) & ((torch.signbit(a) == torch.signbit(e)) | (not zero_signs))) | (a.isnan() & e.isnan())
+    regular = e.isfinite() & (e != 0)
+    return torch.where(regular, torch.isclose(a, e, rtol=rtol, atol=atol), same).all(-1)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("name", ELEMENTARY)
+def test_elementary_functions_special_values(name, dtype):
+    # C99 Annex G's table as glibc fills it in: every combination of signed
+    # zeros, +-1 (branch points), infinities and NaN matches exactly
+    fn = getattr(torch, name)
+    values = [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 2.0, -2.0, float("inf"), -float("inf"), float("nan")]
+    z = torch.tensor([complex(a, b) for a in values for b in values], dtype=dtype)
+    expected, actual = fn(z), fn(z.to("tpu"))
+    # PyTorch's vectorized complex128 acos is pi/2 - asin(z), whose zero
+    # imaginary parts are all +0; ours are cacos's (acos(x + 0i) = acos(x) - 0i)
+    zero_signs = not (name == "acos" and dtype == torch.complex128)
+    good = matching_parts(actual, expected, PART_TOLERANCES[dtype]["rtol"], zero_signs)
+    bad = [(v, e, a) for v, e, a, ok in zip(z.tolist(), expected.tolist(), actual.cpu().tolist(), good) if not ok]
+    assert not bad, f"(z, cpu, tpu): {bad}"
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("name", ELEMENTARY)
+def test_elementary_functions_shapes_and_variants(name, dtype):
+    fn, tolerances = getattr(torch, name), PART_TOLERANCES[dtype]
+    z = make((4, 6), dtype)
+    check(lambda x: torch.view_as_real(fn(x)), z[0, 1].clone(), **tolerances)  # 0-d
+    check(fn, make((0, 3), dtype))
+    check(lambda x: torch.view_as_real(fn(x.mT[:, ::2])), z, **tolerances)  # non-contiguous
+    check(lambda x: getattr(x[1:], name + "_")(), z, **tolerances)  # in place, through a view
+    check(lambda x, o: torch.view_as_real(fn(x, out=o[:, 1])), z, torch.zeros(4, 2, 6, dtype=dtype), **tolerances)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("name", ELEMENTARY)
+def test_elementary_functions_backward(name, dtype):
+    # PyTorch's complex backward formulas (asin's grad * (1 - z^2).rsqrt().conj(),
+    # ...) on tpu against the CPU
+    fn = getattr(torch, name)
+    z = make((3, 5), dtype, seed=3)
+    weight = make((3, 5), dtype, seed=4)
+    grads = []
+    for dev in ("cpu", "tpu"):
+        x = z.to(dev, copy=True).requires_grad_()
+        (fn(x) * weight.to(dev)).real.sum().backward()
+        grads.append(x.grad)
+    loose = dict(rtol=1e-5, atol=1e-5) if dtype == torch.complex64 else dict(rtol=1e-12, atol=1e-12)
+    assert_close(grads[1], grads[0], **loose)
 
 
 def test_autograd_through_complex_ops():
@@ -381,3 +483,62 @@ def test_compiled_rotary_embedding_and_complex_scalars():
     z = make((5,))
     scaled = torch.compile(lambda v: torch.view_as_real(v.conj() * (1 + 2j)), backend="tpu")
     assert_close(scaled(z.to("tpu")), torch.view_as_real(z.conj() * (1 + 2j)))
+
+
+# ---- logaddexp ----
+# PyTorch's CPU kernel: max + log1p(exp(min - max)) by real part. Its
+# imaginary part can cancel, so values compare as complex numbers (|error|
+# against |value|): complex64 to 1e-6 (observed worst 1.8e-7), complex128
+# to 1e-13 (observed 9.3e-15).
+LOGADDEXP_TOLERANCES = {torch.complex64: dict(rtol=1e-6, atol=1e-6), torch.complex128: dict(rtol=1e-13, atol=1e-13)}
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_logaddexp(dtype):
+    g = torch.Generator().manual_seed(5)
+    n = 300
+    # real parts from 1e-3 to 30 apart (the CPU's own complex64 kernel gives
+    # NaN where exp(min - max) underflows, at about 88 apart)
+    scale = torch.logspace(-3, 1.5, n, dtype=torch.float64)
+    x = torch.complex(torch.randn(n, generator=g, dtype=torch.float64) * scale, torch.randn(n, generator=g, dtype=torch.float64) * 3)
+    y = torch.complex(torch.randn(n, generator=g, dtype=torch.float64) * scale.flip(0), torch.randn(n, generator=g, dtype=torch.float64) * 3)
+    x, y = x.to(dtype), y.to(dtype)
+    tolerances = LOGADDEXP_TOLERANCES[dtype]
+    check(torch.logaddexp, x, y, **tolerances)
+    check(torch.logaddexp, x[:0], y[:0])
+    check(torch.logaddexp, x[3], y[4], **tolerances)  # 0-d
+    check(lambda a, b: torch.logaddexp(a.view(20, 15).mT, b.view(20, 15)[:, :1].mT), x, y, **tolerances)  # broadcast views
+    check(lambda a, b: torch.logaddexp(a, b, out=a), x, y, **tolerances)  # into an operand
+    check(lambda a, b, o: torch.logaddexp(a, b, out=o[::2]), x, y, torch.zeros(2 * n, dtype=dtype), **tolerances)
+    real = torch.float32 if dtype == torch.complex64 else torch.float64
+    check(torch.logaddexp, x, torch.randn(n, generator=g, dtype=real), **tolerances)  # promoted
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_logaddexp_special_values(dtype):
+    # infinite and NaN real parts with finite imaginary ones match, zeros with
+    # their signs; infinite imaginary parts are not covered (XLA's complex exp
+    # and log1p have their own special values there)
+    inf, nan = float("inf"), float("nan")
+    z = torch.tensor([complex(a, b) for a in (0.0, -0.0, 1.0, -1.0, 2.5, inf, -inf, nan) for b in (0.0, -0.0, 1.0, -1.0, 2.5)],
+                     dtype=dtype)
+    i, j = torch.meshgrid(torch.arange(len(z)), torch.arange(len(z)), indexing="ij")
+    x, y = z[i.flatten()], z[j.flatten()]
+    expected, actual = torch.logaddexp(x, y), torch.logaddexp(x.to("tpu"), y.to("tpu"))
+    # the CPU's complex64 rounds logaddexp(1j, -1j)'s zero imaginary part to 6e-8
+    atol = 1e-7 if dtype == torch.complex64 else 0.0
+    good = matching_parts(actual, expected, LOGADDEXP_TOLERANCES[dtype]["rtol"], atol=atol)
+    bad = [(a, b, e, t) for a, b, e, t, ok in zip(x.tolist(), y.tolist(), expected.tolist(), actual.cpu().tolist(), good) if not ok]
+    assert not bad, f"(x, y, cpu, tpu): {bad}"
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_logaddexp_backward(dtype):
+    x, y, w = make((3, 5), dtype, seed=6), make((3, 5), dtype, seed=7), make((3, 5), dtype, seed=8)
+    grads = []
+    for dev in ("cpu", "tpu"):
+        a, b = x.to(dev, copy=True).requires_grad_(), y.to(dev, copy=True).requires_grad_()
+        (torch.logaddexp(a, b) * w.to(dev)).real.sum().backward()
+        grads.append((a.grad, b.grad))
+    loose = dict(rtol=1e-5, atol=1e-5) if dtype == torch.complex64 else dict(rtol=1e-12, atol=1e-12)
+    assert_close(grads[1], grads[0], **loose)

@@ -1,5 +1,5 @@
 /* Complex numbers in StableHLO: building them from parts, taking parts,
- * and the Fourier transform. */
+ * the elementary functions StableHLO lacks, and the Fourier transform. */
 #ifndef TPU_HLO_COMPLEX_OPS_H
 #define TPU_HLO_COMPLEX_OPS_H
 
@@ -19,6 +19,20 @@ hlo_value hlo_imag(hlo_builder* b, hlo_value x);
 hlo_value hlo_conj(hlo_builder* b, hlo_value x);
 /* The constant re + im i of a complex dtype. */
 hlo_value hlo_constant_complex(hlo_builder* b, tpu_dtype dtype, double re, double im);
+
+/* Elementary functions of a complex value, as the C library's csinh,
+ * casin, ... compute them (principal values, branch cuts on the axes, the
+ * side of a cut picked by the sign of a zero part). */
+hlo_value hlo_complex_sinh(hlo_builder* b, hlo_value z);
+hlo_value hlo_complex_cosh(hlo_builder* b, hlo_value z);
+hlo_value hlo_complex_asin(hlo_builder* b, hlo_value z);
+hlo_value hlo_complex_acos(hlo_builder* b, hlo_value z);
+hlo_value hlo_complex_atan(hlo_builder* b, hlo_value z);
+hlo_value hlo_complex_asinh(hlo_builder* b, hlo_value z);
+hlo_value hlo_complex_acosh(hlo_builder* b, hlo_value z);
+hlo_value hlo_complex_atanh(hlo_builder* b, hlo_value z);
+/* torch.logaddexp of complex values, as PyTorch's CPU kernel computes it. */
+hlo_value hlo_complex_logaddexp(hlo_builder* b, hlo_value x, hlo_value y);
 
 typedef enum hlo_fft_kind {
   HLO_FFT,   /* complex -> complex, forward */

@@ -41,11 +41,37 @@ hlo_value hlo_sign(hlo_builder* b, hlo_value x) {
   return hlo_binary(b, "subtract", pos, neg);
 }
 
+hlo_value hlo_signbit(hlo_builder* b, hlo_value x) {
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  if (t == TPU_F32 || t == TPU_F64)
+    x = hlo_bitcast_convert(b, x, t == TPU_F32 ? TPU_I32 : TPU_I64);
+  else if (!tpu_dtype_is_signed_int(t))
+    return hlo_convert(b, hlo_constant_like(b, x, 0), TPU_BOOL);
+  return cmp_c(b, "LT", x, 0);
+}
+
+hlo_value hlo_copysign(hlo_builder* b, hlo_value x, hlo_value y) {
+  hlo_value magnitude = hlo_unary(b, "abs", x);
+  return hlo_select(b, hlo_signbit(b, y), hlo_unary(b, "negate", magnitude), magnitude);
+}
+
 hlo_value hlo_min_max(hlo_builder* b, const char* op, hlo_value x, hlo_value y, bool nan_wins) {
   hlo_value r = hlo_binary(b, op, x, y);
   if (!tpu_dtype_is_float(hlo_type_of(b, x)->dtype)) return r;
   r = hlo_select(b, hlo_compare(b, "NE", y, y), nan_wins ? y : x, r);
   return hlo_select(b, hlo_compare(b, "NE", x, x), nan_wins ? x : y, r);
+}
+
+/* max * sqrt(1 + (min/max)^2), so it overflows only when the result does. */
+hlo_value hlo_hypot(hlo_builder* b, hlo_value x, hlo_value y) {
+  hlo_value ax = hlo_unary(b, "abs", x), ay = hlo_unary(b, "abs", y);
+  hlo_value big = hlo_min_max(b, "maximum", ax, ay, true), small = hlo_min_max(b, "minimum", ax, ay, true);
+  hlo_value one = hlo_constant_like(b, big, 1);
+  hlo_value ratio = hlo_binary(b, "divide", small, hlo_select(b, cmp_c(b, "EQ", big, 0), one, big));
+  hlo_value h = hlo_binary(b, "multiply", big,
+                           hlo_unary(b, "sqrt", hlo_binary(b, "add", one, hlo_binary(b, "multiply", ratio, ratio))));
+  hlo_value inf = hlo_binary(b, "or", cmp_c(b, "EQ", ax, INFINITY), cmp_c(b, "EQ", ay, INFINITY));
+  return hlo_select(b, inf, hlo_constant_like(b, h, INFINITY), h);
 }
 
 hlo_value hlo_python_remainder(hlo_builder* b, hlo_value x, hlo_value y) {
@@ -58,7 +84,8 @@ hlo_value hlo_lerp(hlo_builder* b, hlo_value start, hlo_value end, hlo_value w) 
   hlo_value low = hlo_binary(b, "add", start, hlo_binary(b, "multiply", w, diff));
   hlo_value rest = hlo_binary(b, "subtract", hlo_constant_like(b, w, 1), w);
   hlo_value high = hlo_binary(b, "subtract", end, hlo_binary(b, "multiply", diff, rest));
-  hlo_value near_start = hlo_compare(b, "LT", hlo_unary(b, "abs", w), hlo_constant_like(b, w, 0.5));
+  hlo_value size = hlo_unary(b, "abs", w); /* real for a complex w */
+  hlo_value near_start = hlo_compare(b, "LT", size, hlo_constant_like(b, size, 0.5));
   return hlo_select(b, near_start, low, high);
 }
 

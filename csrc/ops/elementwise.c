@@ -48,17 +48,6 @@ static const void* find_op(tpu_lowering* l, const void* table, size_t count, siz
 
 #define FIND_OP(l, table) find_op(l, table, sizeof table / sizeof table[0], sizeof table[0])
 
-/* Whether the sign bit is set (floats are widened to float32 or float64
- * first): -0.0 and -NaN count as negative. */
-static hlo_value signbit_fn(hlo_builder* b, hlo_value x) {
-  tpu_dtype t = hlo_type_of(b, x)->dtype;
-  if (t == TPU_F32 || t == TPU_F64) /* -0.0 and -NaN count as negative */
-    x = hlo_bitcast_convert(b, x, t == TPU_F32 ? TPU_I32 : TPU_I64);
-  else if (!tpu_dtype_is_signed_int(t))
-    return filled_like(b, x, TPU_BOOL, 0);
-  return compare_c(b, "LT", x, 0);
-}
-
 /* ---- copies and fills ---- */
 
 /* copy_(self, src), or copy_(src) as the glue's own copy_ calls it: the
@@ -145,6 +134,7 @@ typedef enum operand_rule {
 } operand_rule;
 
 typedef hlo_value (*binary_fn)(hlo_builder* b, hlo_value x, hlo_value y);
+typedef hlo_value (*unary_fn)(hlo_builder* b, hlo_value x);
 
 static hlo_value maximum_fn(hlo_builder* b, hlo_value x, hlo_value y) {
   return hlo_min_max(b, "maximum", x, y, true);
@@ -164,20 +154,6 @@ static hlo_value shift_right(hlo_builder* b, hlo_value x, hlo_value y) {
   return hlo_binary(b, arithmetic ? "shift_right_arithmetic" : "shift_right_logical", x, y);
 }
 
-/* sqrt(x^2 + y^2) as max * sqrt(1 + (min/max)^2), so it overflows only
- * when the result does; an infinite operand gives +inf even beside NaN, as
- * std::hypot does. */
-static hlo_value hypot_fn(hlo_builder* b, hlo_value x, hlo_value y) {
-  hlo_value ax = hlo_unary(b, "abs", x), ay = hlo_unary(b, "abs", y);
-  hlo_value big = hlo_min_max(b, "maximum", ax, ay, true), small = hlo_min_max(b, "minimum", ax, ay, true);
-  hlo_value one = hlo_constant_like(b, big, 1);
-  hlo_value ratio = hlo_binary(b, "divide", small, hlo_select(b, compare_c(b, "EQ", big, 0), one, big));
-  hlo_value h = hlo_binary(b, "multiply", big,
-                           hlo_unary(b, "sqrt", hlo_binary(b, "add", one, hlo_binary(b, "multiply", ratio, ratio))));
-  hlo_value inf = hlo_binary(b, "or", compare_c(b, "EQ", ax, INFINITY), compare_c(b, "EQ", ay, INFINITY));
-  return hlo_select(b, inf, hlo_constant_like(b, h, INFINITY), h);
-}
-
 /* x * log(y) (torch.xlogy) or x * log1p(y) (special.xlog1py), 0 where x
  * is 0 unless y is NaN. */
 static hlo_value x_times_log(hlo_builder* b, hlo_value x, hlo_value y, const char* log) {
@@ -187,12 +163,6 @@ static hlo_value x_times_log(hlo_builder* b, hlo_value x, hlo_value y, const cha
 }
 static hlo_value xlogy_fn(hlo_builder* b, hlo_value x, hlo_value y) { return x_times_log(b, x, y, "log"); }
 static hlo_value xlog1py_fn(hlo_builder* b, hlo_value x, hlo_value y) { return x_times_log(b, x, y, "log_plus_one"); }
-
-/* |x| with y's sign bit, so -0.0 and -NaN give a negative result. */
-static hlo_value copysign_fn(hlo_builder* b, hlo_value x, hlo_value y) {
-  hlo_value magnitude = hlo_unary(b, "abs", x);
-  return hlo_select(b, signbit_fn(b, y), hlo_unary(b, "negate", magnitude), magnitude);
-}
 
 /* heaviside(x, values): values where x is 0, else 1 where x > 0 and 0
  * elsewhere (NaN included), as PyTorch's kernel compares. */
@@ -271,6 +241,26 @@ static hlo_value pow_fn(hlo_builder* b, hlo_value x, hlo_value y) {
 }
 
 /* Each op is one StableHLO op (hlo) or a composite (fn). */
+/* The complex forms of ops whose real formula takes no complex numbers
+ * (csrc/hlo/complex_ops.c). */
+static const struct complex_form {
+  const char* name;
+  unary_fn unary;
+  binary_fn binary;
+} complex_forms[] = {
+    {"acos", hlo_complex_acos, NULL},   {"acosh", hlo_complex_acosh, NULL}, {"asin", hlo_complex_asin, NULL},
+    {"asinh", hlo_complex_asinh, NULL}, {"atan", hlo_complex_atan, NULL},   {"atanh", hlo_complex_atanh, NULL},
+    {"cosh", hlo_complex_cosh, NULL},   {"sinh", hlo_complex_sinh, NULL},   {"logaddexp", NULL, hlo_complex_logaddexp},
+};
+
+/* The op's complex form, for a complex operand type, or NULL. */
+static const struct complex_form* complex_form_of(tpu_lowering* l, tpu_dtype type) {
+  if (!tpu_dtype_is_complex(type)) return NULL;
+  for (size_t i = 0; i < sizeof complex_forms / sizeof complex_forms[0]; i++)
+    if (!strcmp(complex_forms[i].name, tpu_lower_op_name(l))) return &complex_forms[i];
+  return NULL;
+}
+
 static const struct binary_op {
   const char* name;
   const char* hlo;
@@ -287,14 +277,14 @@ static const struct binary_op {
     {"bitwise_or", "or", NULL, PROMOTED},
     {"bitwise_right_shift", NULL, shift_right, PROMOTED},
     {"bitwise_xor", "xor", NULL, PROMOTED},
-    {"copysign", NULL, copysign_fn, AS_FLOAT},
+    {"copysign", NULL, hlo_copysign, AS_FLOAT},
     {"floor_divide", NULL, hlo_floor_divide, PROMOTED},
     {"fmax", NULL, fmax_fn, PROMOTED},
     {"fmin", NULL, fmin_fn, PROMOTED},
     {"fmod", "remainder", NULL, PROMOTED},
     {"gcd", NULL, gcd_fn, INT_ONLY},
     {"heaviside", NULL, heaviside_fn, PROMOTED},
-    {"hypot", NULL, hypot_fn, FLOAT_ONLY},
+    {"hypot", NULL, hlo_hypot, FLOAT_ONLY},
     {"lcm", NULL, lcm_fn, INT_ONLY},
     {"logaddexp", NULL, logaddexp_fn, FLOAT_ONLY},
     {"logaddexp2", NULL, logaddexp2_fn, FLOAT_ONLY},
@@ -323,14 +313,17 @@ static tpu_status lower_binary(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   int operands[2] = {0, 1};
   tpu_dtype type = operand_type(l, op->rule, operands, 2);
-  if ((op->rule == FLOAT_ONLY && !tpu_dtype_is_float(type)) || (op->rule == INT_ONLY && !tpu_dtype_is_integral(type))) {
+  const struct complex_form* complex = complex_form_of(l, type);
+  binary_fn fn = complex ? complex->binary : op->fn;
+  bool takes_type = tpu_dtype_is_float(type) || complex;
+  if ((op->rule == FLOAT_ONLY && !takes_type) || (op->rule == INT_ONLY && !tpu_dtype_is_integral(type))) {
     tpu_lower_fail(l, TPU_UNIMPLEMENTED, "aten::%s is not implemented for %s, as on the CPU; convert to %s type",
                    op->name, tpu_dtype_name(type), op->rule == FLOAT_ONLY ? "a float" : "an integer");
     return NULL;
   }
   hlo_value v[2];
   read_operands(l, operands, 2, type, v);
-  tpu_lower_set_output(l, 0, op->fn ? op->fn(b, v[0], v[1]) : hlo_binary(b, op->hlo, v[0], v[1]));
+  tpu_lower_set_output(l, 0, fn ? fn(b, v[0], v[1]) : hlo_binary(b, op->hlo, v[0], v[1]));
   return NULL;
 }
 
@@ -354,7 +347,6 @@ static tpu_status lower_compare(tpu_lowering* l) {
 
 /* ---- unary ---- */
 
-typedef hlo_value (*unary_fn)(hlo_builder* b, hlo_value x);
 
 /* Integer inputs of floor, ceil, trunc and round are already whole. */
 static hlo_value floor_fn(hlo_builder* b, hlo_value x) {
@@ -485,7 +477,7 @@ static const struct unary_op {
     {"sgn", NULL, sgn_fn, PROMOTED},
     {"sigmoid", "logistic", NULL, AS_FLOAT},
     {"sign", NULL, hlo_sign, PROMOTED},
-    {"signbit", NULL, signbit_fn, PROMOTED},
+    {"signbit", NULL, hlo_signbit, PROMOTED},
     {"sin", "sine", NULL, AS_FLOAT},
     {"sinc", NULL, sinc_fn, AS_FLOAT},
     {"sinh", NULL, hlo_sinh, AS_FLOAT},
@@ -506,7 +498,9 @@ static tpu_status lower_unary(tpu_lowering* l) {
   if (!op) return NULL;
   hlo_builder* b = tpu_lower_builder(l);
   hlo_value x = read_unary(l, op->rule);
-  tpu_lower_set_output(l, 0, op->fn ? op->fn(b, x) : hlo_unary(b, op->hlo, x));
+  const struct complex_form* complex = complex_form_of(l, hlo_type_of(b, x)->dtype);
+  unary_fn fn = complex ? complex->unary : op->fn;
+  tpu_lower_set_output(l, 0, fn ? fn(b, x) : hlo_unary(b, op->hlo, x));
   return NULL;
 }
 
@@ -735,16 +729,16 @@ static const tpu_op_entry entries[] = {
     {"__lshift__", lower_binary, 0},
     {"__rshift__", lower_binary, 0},
     {"abs", lower_unary, TPU_OP_COMPLEX},
-    {"acos", lower_unary, 0},
-    {"acosh", lower_unary, 0},
+    {"acos", lower_unary, TPU_OP_COMPLEX},
+    {"acosh", lower_unary, TPU_OP_COMPLEX},
     {"add", lower_add, TPU_OP_COMPLEX},
     {"addcdiv", lower_addc, TPU_OP_COMPLEX},
     {"addcmul", lower_addc, TPU_OP_COMPLEX},
-    {"asin", lower_unary, 0},
-    {"asinh", lower_unary, 0},
-    {"atan", lower_unary, 0},
+    {"asin", lower_unary, TPU_OP_COMPLEX},
+    {"asinh", lower_unary, TPU_OP_COMPLEX},
+    {"atan", lower_unary, TPU_OP_COMPLEX},
     {"atan2", lower_binary, 0},
-    {"atanh", lower_unary, 0},
+    {"atanh", lower_unary, TPU_OP_COMPLEX},
     {"bitwise_and", lower_binary, 0},
     {"bitwise_left_shift", lower_binary, 0},
     {"bitwise_not", lower_unary, 0},
@@ -758,7 +752,7 @@ static const tpu_op_entry entries[] = {
     {"clamp_min", lower_clamp, 0},
     {"copy", lower_copy, TPU_OP_COMPLEX},
     {"cos", lower_unary, TPU_OP_COMPLEX},
-    {"cosh", lower_unary, 0},
+    {"cosh", lower_unary, TPU_OP_COMPLEX},
     {"digamma", lower_unary, 0},
     {"div", lower_div, TPU_OP_COMPLEX},
     {"eq", lower_compare, TPU_OP_COMPLEX},
@@ -787,13 +781,13 @@ static const tpu_op_entry entries[] = {
     {"isneginf", lower_unary, 0},
     {"isposinf", lower_unary, 0},
     {"le", lower_compare, 0},
-    {"lerp", lower_lerp, 0},
+    {"lerp", lower_lerp, TPU_OP_COMPLEX},
     {"lgamma", lower_unary, 0},
     {"log", lower_unary, TPU_OP_COMPLEX},
     {"log10", lower_unary, TPU_OP_COMPLEX},
     {"log1p", lower_unary, TPU_OP_COMPLEX},
     {"log2", lower_unary, TPU_OP_COMPLEX},
-    {"logaddexp", lower_binary, 0},
+    {"logaddexp", lower_binary, TPU_OP_COMPLEX},
     {"logaddexp2", lower_binary, 0},
     {"logical_and", lower_binary, TPU_OP_COMPLEX},
     {"logical_not", lower_unary, TPU_OP_COMPLEX},
@@ -820,7 +814,7 @@ static const tpu_op_entry entries[] = {
     {"signbit", lower_unary, 0},
     {"sin", lower_unary, TPU_OP_COMPLEX},
     {"sinc", lower_unary, 0},
-    {"sinh", lower_unary, 0},
+    {"sinh", lower_unary, TPU_OP_COMPLEX},
     {"special_entr", lower_unary, 0},
     {"special_xlog1py", lower_binary, 0},
     {"sqrt", lower_unary, TPU_OP_COMPLEX},
