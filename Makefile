@@ -29,12 +29,12 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
-$(BUILD)/release/%.o: %.c $(wildcard csrc/*/*.h) | $(STAMP)
+$(BUILD)/release/%.o: %.c $(wildcard csrc/*/*.h csrc/*/*.inc) | $(STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS_COMMON) -O2 -c $< -o $@
 
-$(BUILD)/asan/%.o: %.c $(wildcard csrc/*/*.h) | $(STAMP)
+$(BUILD)/asan/%.o: %.c $(wildcard csrc/*/*.h csrc/*/*.inc) | $(STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  CC asan $<"
 	@$(CC) $(CFLAGS_COMMON) -O1 -g $(SANITIZE) -c $< -o $@
@@ -60,7 +60,7 @@ ctest: $(TEST_BIN) | $(STAMP)
 PARITY_TESTS := $(sort $(wildcard tests/test_elementwise.py tests/test_reduce.py tests/test_linalg.py tests/test_linalg_eigen.py \
                   tests/test_indexing.py tests/test_creation.py tests/test_sort.py tests/test_nn_*.py \
                   tests/test_optim.py tests/test_fused_optim.py tests/test_grad_scaler.py tests/test_autocast.py tests/test_data_dependent.py tests/test_moe.py \
-                  tests/test_complex.py tests/test_fft.py \
+                  tests/test_complex.py tests/test_fft.py tests/test_special*.py \
                   tests/test_hf_models.py)) tests/test_examples.py
 
 # The strict suite and the other modes' suites run side by side, as each

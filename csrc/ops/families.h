@@ -41,6 +41,8 @@ extern const tpu_op_family tpu_ops_factorizations; /* ops/factorizations.c */
 extern const tpu_op_family tpu_ops_fft;  /* ops/fft.c */
 extern const tpu_op_family tpu_ops_complex;     /* ops/complex.c */
 extern const tpu_op_family tpu_ops_eigen;       /* ops/eigen.c */
+extern const tpu_op_family tpu_ops_special;     /* ops/special.c */
+extern const tpu_op_family tpu_ops_polynomial;  /* ops/polynomial.c */
 
 #define TPU_OP_FAMILY(name, table) \
   const tpu_op_family name = {table, (int)(sizeof table / sizeof table[0])}

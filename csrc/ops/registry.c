@@ -17,6 +17,8 @@ static const tpu_op_family* const families[] = {
     &tpu_ops_distance,    &tpu_ops_fold,       &tpu_ops_optimizer, &tpu_ops_amp,
     &tpu_ops_rnn_cell,    &tpu_ops_ctc_loss,   &tpu_ops_matrix_exp,
     &tpu_ops_factorizations, &tpu_ops_complex, &tpu_ops_fft, &tpu_ops_eigen,
+    &tpu_ops_special,
+    &tpu_ops_polynomial,
 };
 
 static const tpu_op_entry* sorted[MAX_OPS];

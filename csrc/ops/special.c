@@ -1,0 +1,424 @@
+/* Special functions: the modified Bessel functions (i0, special_i0e,
+ * special_i1, special_i1e, special_modified_bessel_*), the Bessel functions
+ * of the first and second kind, ndtri, log_ndtr, erfcx and zeta. Each
+ * evaluates the same piecewise Chebyshev series and rational functions as
+ * ATen's CPU kernels (Cephes' coefficients, and S. G. Johnson's 100-piece
+ * table for erfcx), branch conditions included, so edge values (0,
+ * negatives, infinities, NaN, the interval boundaries) come out as on the
+ * CPU. float16/bfloat16 compute in float32, integers and bools in float32;
+ * zeta uses CHLO's, with the CPU's rules for its poles and domain. */
+#include <math.h>
+#include <string.h>
+
+#include "hlo/elementwise_extra_ops.h"
+#include "hlo/special_ops.h"
+#include "ops/families.h"
+
+#include "ops/special_coefficients.inc"
+
+/* A series' coefficients; a float32 kernel may use only the trailing
+ * `f32_count` of them (ATen's float tables drop the smallest terms). */
+typedef struct series {
+  const double* c;
+  int count;
+  int f32_count; /* 0: all */
+} series;
+
+#define SERIES_F32(table, f32_count) {table, (int)(sizeof table / sizeof table[0]), f32_count}
+#define SERIES(table) SERIES_F32(table, 0)
+
+static const series I0_A = SERIES(i0_a), I0_B = SERIES(i0_b);
+static const series I1_A = SERIES(i1_a), I1_B = SERIES(i1_b);
+static const series I1E_A = SERIES_F32(i1_a, 17), I1E_B = SERIES_F32(i1_b, 7); /* special_i1/i1e */
+static const series K0_A = SERIES(k0_a), K0_B = SERIES(k0_b);
+static const series K1_A = SERIES(k1_a), K1_B = SERIES(k1_b);
+
+/* ---- arithmetic shorthands ---- */
+
+static hlo_value c_like(hlo_builder* b, hlo_value like, double v) { return hlo_constant_like(b, like, v); }
+static hlo_value add(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "add", x, y); }
+static hlo_value sub(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "subtract", x, y); }
+static hlo_value mul(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "multiply", x, y); }
+static hlo_value dvd(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "divide", x, y); }
+static hlo_value add_c(hlo_builder* b, hlo_value x, double c) { return add(b, x, c_like(b, x, c)); }
+static hlo_value mul_c(hlo_builder* b, hlo_value x, double c) { return mul(b, x, c_like(b, x, c)); }
+static hlo_value c_div(hlo_builder* b, double c, hlo_value x) { return dvd(b, c_like(b, x, c), x); }
+static hlo_value cmp_c(hlo_builder* b, const char* direction, hlo_value x, double c) {
+  return hlo_compare(b, direction, x, c_like(b, x, c));
+}
+/* where(pred, c, x): an edge value replacing the computed one. */
+static hlo_value edge(hlo_builder* b, hlo_value pred, double c, hlo_value x) {
+  return hlo_select(b, pred, c_like(b, x, c), x);
+}
+static hlo_value negate_where(hlo_builder* b, hlo_value pred, hlo_value x) {
+  return hlo_select(b, pred, hlo_unary(b, "negate", x), x);
+}
+static hlo_value fn1(hlo_builder* b, const char* op, hlo_value x) { return hlo_unary(b, op, x); }
+
+/* ---- series evaluation ---- */
+
+/* The coefficients this dtype's kernel uses: all, or the float32 tail. */
+static const double* series_terms(hlo_builder* b, hlo_value x, const series* s, int* out_count) {
+  bool tail = s->f32_count && hlo_type_of(b, x)->dtype == TPU_F32;
+  *out_count = tail ? s->f32_count : s->count;
+  return s->c + (s->count - *out_count);
+}
+
+/* c[0] z^(n-1) + ... + c[n-1], by Horner's rule (Cephes' polevl). */
+static hlo_value polynomial(hlo_builder* b, hlo_value z, const series* s) {
+  int n;
+  const double* c = series_terms(b, z, s, &n);
+  hlo_value r = c_like(b, z, c[0]);
+  for (int i = 1; i < n; i++) r = add_c(b, mul(b, r, z), c[i]);
+  return r;
+}
+
+/* The Chebyshev series with coefficients c (highest order first) at y/2,
+ * by Clenshaw's recurrence as Cephes' chbevl: b0 = y b1 - b2 + c[i], result
+ * (b0 - b2) / 2. */
+static hlo_value chebyshev(hlo_builder* b, hlo_value y, const series* s) {
+  int n;
+  const double* c = series_terms(b, y, s, &n);
+  hlo_value b0 = c_like(b, y, c[0]), b1 = c_like(b, y, 0), b2 = b1;
+  for (int i = 1; i < n; i++) {
+    b2 = b1;
+    b1 = b0;
+    b0 = add_c(b, sub(b, mul(b, y, b1), b2), c[i]);
+  }
+  return mul_c(b, sub(b, b0, b2), 0.5);
+}
+
+/* p(z) / q(z) for two coefficient series. */
+static hlo_value rational(hlo_builder* b, hlo_value z, const series* p, const series* q) {
+  return dvd(b, polynomial(b, z, p), polynomial(b, z, q));
+}
+
+/* ---- modified Bessel functions ---- */
+
+/* I0 (or exp(-|x|) I0 when `scaled`): Chebyshev series in |x|/2 - 2 on
+ * [0, 8] and in 32/|x| - 2 above, the latter over sqrt(|x|). */
+static hlo_value bessel_i0(hlo_builder* b, hlo_value x, bool scaled) {
+  hlo_value ax = fn1(b, "abs", x);
+  hlo_value near = chebyshev(b, add_c(b, mul_c(b, ax, 0.5), -2), &I0_A);
+  hlo_value far = chebyshev(b, add_c(b, c_div(b, 32, ax), -2), &I0_B);
+  if (!scaled) {
+    hlo_value e = fn1(b, "exponential", ax);
+    near = mul(b, e, near);
+    far = mul(b, e, far);
+  }
+  far = dvd(b, far, fn1(b, "sqrt", ax));
+  return hlo_select(b, cmp_c(b, "LE", ax, 8), near, far);
+}
+
+/* I1 (or exp(-|x|) I1 when `scaled`), odd in x; `a`/`far_series` are the
+ * series the kernel uses (special_i1/i1e's float tables are shorter). */
+static hlo_value bessel_i1(hlo_builder* b, hlo_value x, bool scaled, const series* a, const series* far_series) {
+  hlo_value ax = fn1(b, "abs", x);
+  hlo_value near = chebyshev(b, add_c(b, mul_c(b, ax, 0.5), -2), a);
+  hlo_value far = chebyshev(b, add_c(b, c_div(b, 32, ax), -2), far_series);
+  if (scaled) {
+    near = mul(b, near, ax);
+  } else {
+    hlo_value e = fn1(b, "exponential", ax);
+    near = mul(b, mul(b, e, ax), near);
+    far = mul(b, e, far);
+  }
+  far = dvd(b, far, fn1(b, "sqrt", ax));
+  return negate_where(b, cmp_c(b, "LT", x, 0), hlo_select(b, cmp_c(b, "LE", ax, 8), near, far));
+}
+
+/* K0 or K1 (`order`), times exp(x) when `scaled`: on (0, 2] a Chebyshev
+ * series in x^2 - 2 (over x for K1) with a log(x/2) I_order(x) term, above
+ * it one in 8/x - 2 over sqrt(x); +inf at 0 and NaN below. */
+static hlo_value bessel_k(hlo_builder* b, hlo_value x, int order, bool scaled) {
+  hlo_value near = chebyshev(b, add_c(b, mul(b, x, x), -2), order ? &K1_A : &K0_A);
+  hlo_value log_half = fn1(b, "log", mul_c(b, x, 0.5));
+  if (order == 0)
+    near = sub(b, near, mul(b, log_half, bessel_i0(b, x, false)));
+  else
+    near = add(b, mul(b, log_half, bessel_i1(b, x, false, &I1_A, &I1_B)), dvd(b, near, x));
+  hlo_value far = chebyshev(b, add_c(b, c_div(b, 8, x), -2), order ? &K1_B : &K0_B);
+  if (scaled)
+    near = mul(b, near, fn1(b, "exponential", x));
+  else
+    far = mul(b, fn1(b, "exponential", fn1(b, "negate", x)), far);
+  far = dvd(b, far, fn1(b, "sqrt", x));
+  hlo_value r = hlo_select(b, cmp_c(b, "LE", x, 2), near, far);
+  return edge(b, cmp_c(b, "EQ", x, 0), INFINITY, edge(b, cmp_c(b, "LT", x, 0), NAN, r));
+}
+
+static hlo_value i0_fn(hlo_builder* b, hlo_value x) { return bessel_i0(b, x, false); }
+static hlo_value i0e_fn(hlo_builder* b, hlo_value x) { return bessel_i0(b, x, true); }
+static hlo_value i1_fn(hlo_builder* b, hlo_value x) { return bessel_i1(b, x, false, &I1E_A, &I1E_B); }
+static hlo_value i1e_fn(hlo_builder* b, hlo_value x) { return bessel_i1(b, x, true, &I1E_A, &I1E_B); }
+static hlo_value modified_i1_fn(hlo_builder* b, hlo_value x) { return bessel_i1(b, x, false, &I1_A, &I1_B); }
+static hlo_value k0_fn(hlo_builder* b, hlo_value x) { return bessel_k(b, x, 0, false); }
+static hlo_value k1_fn(hlo_builder* b, hlo_value x) { return bessel_k(b, x, 1, false); }
+static hlo_value k0e_fn(hlo_builder* b, hlo_value x) { return bessel_k(b, x, 0, true); }
+static hlo_value k1e_fn(hlo_builder* b, hlo_value x) { return bessel_k(b, x, 1, true); }
+
+/* ---- Bessel functions of the first and second kind ---- */
+
+/* One order's tables: the rational function near 0 (J: its zeros' squares
+ * as factors; Y: its own), and the asymptotic P and Q above 5. */
+typedef struct bessel_order {
+  series rp, rq;        /* J on [0, 5] */
+  double zero1, zero2;  /* squares of J's first two zeros */
+  series yp, yq;        /* Y on (0, 5] */
+  series pp, pq, qp, qq; /* the modulus and phase series above 5 */
+  double phase;         /* pi/4 (order 0) or 3 pi/4 (order 1) */
+} bessel_order;
+
+static const bessel_order ORDER0 = {
+    SERIES(j0_rp), SERIES(j0_rq), 5.78318596294678452118e+00, 3.04712623436620863991e+01,
+    SERIES(y0_yp), SERIES(y0_yq), SERIES(j0_pp), SERIES(j0_pq), SERIES(j0_qp), SERIES(j0_qq),
+    0.785398163397448309615660845819875721};
+static const bessel_order ORDER1 = {
+    SERIES(j1_rp), SERIES(j1_rq), 1.46819706421238932572e+01, 4.92184563216946036703e+01,
+    SERIES(y1_yp), SERIES(y1_yq), SERIES(j1_pp), SERIES(j1_pq), SERIES(j1_qp), SERIES(j1_qq),
+    2.356194490192344928846982537459627163};
+
+/* J (first_kind) or Y of order o for x > 5:
+ * sqrt(2/(pi x)) (P cos(x - phase) - (5/x) Q sin(x - phase)) for J and
+ * (P sin + (5/x) Q cos) for Y, with P, Q rational in 25/x^2. */
+static hlo_value bessel_far(hlo_builder* b, hlo_value x, const bessel_order* o, bool first_kind) {
+  hlo_value five_x = c_div(b, 5, x);
+  /* order 0 forms 25/(x x), order 1 (5/x)(5/x), as the kernels do */
+  hlo_value w = o == &ORDER0 ? c_div(b, 25, mul(b, x, x)) : mul(b, five_x, five_x);
+  hlo_value p = rational(b, w, &o->pp, &o->pq);
+  hlo_value q = mul(b, five_x, rational(b, w, &o->qp, &o->qq));
+  hlo_value angle = add_c(b, x, -o->phase);
+  hlo_value cos_a = fn1(b, "cosine", angle), sin_a = fn1(b, "sine", angle);
+  hlo_value sum = first_kind ? sub(b, mul(b, p, cos_a), mul(b, q, sin_a)) : add(b, mul(b, p, sin_a), mul(b, q, cos_a));
+  return dvd(b, mul_c(b, sum, 0.797884560802865355879892119868763737), fn1(b, "sqrt", x));
+}
+
+static hlo_value bessel_j(hlo_builder* b, hlo_value x, const bessel_order* o) {
+  hlo_value ax = fn1(b, "abs", x), z = mul(b, x, x);
+  hlo_value r = rational(b, z, &o->rp, &o->rq);
+  hlo_value near;
+  if (o == &ORDER0) {
+    near = mul(b, mul(b, add_c(b, z, -o->zero1), add_c(b, z, -o->zero2)), r);
+    hlo_value tiny = sub(b, c_like(b, x, 1), mul_c(b, z, 0.25)); /* 1 - x^2/4 below 1e-5 */
+    near = hlo_select(b, cmp_c(b, "LT", ax, 0.00001), tiny, near);
+  } else {
+    near = mul(b, mul(b, mul(b, r, ax), add_c(b, z, -o->zero1)), add_c(b, z, -o->zero2));
+  }
+  hlo_value v = hlo_select(b, cmp_c(b, "LE", ax, 5), near, bessel_far(b, ax, o, true));
+  return o == &ORDER0 ? v : negate_where(b, cmp_c(b, "LT", x, 0), v);
+}
+
+static hlo_value bessel_y(hlo_builder* b, hlo_value x, const bessel_order* o) {
+  hlo_value z = mul(b, x, x), log_x = fn1(b, "log", x);
+  hlo_value r = rational(b, z, &o->yp, &o->yq);
+  hlo_value two_pi = c_like(b, x, 0.636619772367581343075535053490057448);
+  hlo_value near;
+  if (o == &ORDER0)
+    near = add(b, r, mul(b, mul(b, two_pi, log_x), bessel_j(b, x, o)));
+  else
+    near = add(b, mul(b, x, r), mul(b, two_pi, sub(b, mul(b, bessel_j(b, x, o), log_x), c_div(b, 1, x))));
+  near = edge(b, cmp_c(b, "EQ", x, 0), -INFINITY, edge(b, cmp_c(b, "LT", x, 0), NAN, near));
+  return hlo_select(b, cmp_c(b, "LE", x, 5), near, bessel_far(b, x, o, false));
+}
+
+static hlo_value j0_fn(hlo_builder* b, hlo_value x) { return bessel_j(b, x, &ORDER0); }
+static hlo_value j1_fn(hlo_builder* b, hlo_value x) { return bessel_j(b, x, &ORDER1); }
+static hlo_value y0_fn(hlo_builder* b, hlo_value x) { return bessel_y(b, x, &ORDER0); }
+static hlo_value y1_fn(hlo_builder* b, hlo_value x) { return bessel_y(b, x, &ORDER1); }
+
+/* sin(x)/x, by its Taylor series below 0.5 and 0 at +-inf. */
+static const double sinc_taylor[] = {1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0,
+                                     -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0};
+static hlo_value spherical_j0_fn(hlo_builder* b, hlo_value x) {
+  static const series taylor = SERIES(sinc_taylor);
+  hlo_value z = mul(b, x, x);
+  hlo_value near = add_c(b, mul(b, z, polynomial(b, z, &taylor)), 1);
+  hlo_value v = hlo_select(b, cmp_c(b, "LT", fn1(b, "abs", x), 0.5), near, dvd(b, fn1(b, "sine", x), x));
+  return edge(b, cmp_c(b, "EQ", fn1(b, "abs", x), INFINITY), 0, v);
+}
+
+/* ---- normal distribution ---- */
+
+/* The x with Phi(x) = y: a rational function of (y - 1/2)^2 in the middle,
+ * of 1/sqrt(-2 log y) in the tails (two pieces, split at exp(-32)). */
+static hlo_value ndtri_fn(hlo_builder* b, hlo_value y0) {
+  static const series p0 = SERIES(ndtri_p0), q0 = SERIES(ndtri_q0), p1 = SERIES(ndtri_p1),
+                      q1 = SERIES(ndtri_q1), p2 = SERIES(ndtri_p2), q2 = SERIES(ndtri_q2);
+  const double exp_m2 = 0.13533528323661269189; /* exp(-2) */
+  hlo_value one = c_like(b, y0, 1);
+  hlo_value upper = hlo_compare(b, "GT", y0, sub(b, one, c_like(b, y0, exp_m2)));
+  hlo_value y = hlo_select(b, upper, sub(b, one, y0), y0);
+  hlo_value h = add_c(b, y, -0.5), h2 = mul(b, h, h);
+  hlo_value middle = add(b, h, mul(b, h, dvd(b, mul(b, h2, polynomial(b, h2, &p0)), polynomial(b, h2, &q0))));
+  middle = mul_c(b, middle, 2.50662827463100050242E0);
+  hlo_value x = fn1(b, "sqrt", mul_c(b, fn1(b, "log", y), -2.0));
+  hlo_value x0 = sub(b, x, dvd(b, fn1(b, "log", x), x));
+  hlo_value z = c_div(b, 1, x);
+  hlo_value x1 = hlo_select(b, cmp_c(b, "LT", x, 8), mul(b, z, rational(b, z, &p1, &q1)), mul(b, z, rational(b, z, &p2, &q2)));
+  hlo_value tail = negate_where(b, hlo_unary(b, "not", upper), sub(b, x0, x1));
+  hlo_value v = hlo_select(b, cmp_c(b, "GT", y, exp_m2), middle, tail);
+  hlo_value outside = hlo_binary(b, "or", cmp_c(b, "LT", y0, 0), cmp_c(b, "GT", y0, 1));
+  v = edge(b, outside, NAN, v);
+  return edge(b, cmp_c(b, "EQ", y0, 0), -INFINITY, edge(b, cmp_c(b, "EQ", y0, 1), INFINITY, v));
+}
+
+/* exp(x^2) erfc(x) for x >= 0 below 50 and the erfc side of x < 0: with
+ * v = 400/(4 + |x|) in [0, 100], piece floor(v) of the table is a
+ * polynomial in 2v - (2 floor(v) + 1); 1 at v = 100 (x = 0). */
+static hlo_value erfcx_table(hlo_builder* b, hlo_value v) {
+  tpu_dtype t = hlo_type_of(b, v)->dtype;
+  hlo_value k = fn1(b, "floor", v);
+  k = hlo_select(b, cmp_c(b, "GT", k, 99), c_like(b, k, 99), hlo_select(b, cmp_c(b, "LT", k, 0), c_like(b, k, 0), k));
+  hlo_value u = sub(b, mul_c(b, v, 2), add_c(b, mul_c(b, k, 2), 1));
+  hlo_value index = hlo_convert(b, k, TPU_I32);
+  hlo_value r = HLO_INVALID;
+  for (int j = 6; j >= 0; j--) {
+    hlo_value c = hlo_table_lookup(b, hlo_constant_table(b, t, &erfcx_coefficients[0][j], 100, 7), index);
+    r = j == 6 ? c : add(b, c, mul(b, r, u));
+  }
+  return edge(b, cmp_c(b, "GE", v, 100), 1, r);
+}
+
+/* exp(x^2) erfc(x): the table for -6.1 <= x <= 50, a continued fraction
+ * above 50 (1/(sqrt(pi) x) above 5e7), 2 exp(x^2) minus the table below 0
+ * and without it below -6.1, +inf below -26.7. */
+static hlo_value erfcx_fn(hlo_builder* b, hlo_value x) {
+  const double inv_sqrt_pi = 0.56418958354775628694807945156;
+  hlo_value ax = fn1(b, "abs", x);
+  hlo_value table = erfcx_table(b, c_div(b, 400, add_c(b, ax, 4)));
+  hlo_value x2 = mul(b, x, x);
+  hlo_value num = add_c(b, mul(b, x2, add_c(b, x2, 4.5)), 2);
+  hlo_value den = mul(b, x, add_c(b, mul(b, x2, add_c(b, x2, 5)), 3.75));
+  hlo_value fraction = mul_c(b, dvd(b, num, den), inv_sqrt_pi);
+  fraction = hlo_select(b, cmp_c(b, "GT", x, 5e7), c_div(b, inv_sqrt_pi, x), fraction);
+  hlo_value positive = hlo_select(b, cmp_c(b, "GT", x, 50), fraction, table);
+  hlo_value twice = mul_c(b, fn1(b, "exponential", x2), 2);
+  hlo_value negative = hlo_select(b, cmp_c(b, "LT", x, -6.1), twice, sub(b, twice, table));
+  negative = edge(b, cmp_c(b, "LT", x, -26.7), INFINITY, negative);
+  hlo_value v = hlo_select(b, cmp_c(b, "GE", x, 0), positive, negative);
+  return hlo_select(b, hlo_compare(b, "NE", x, x), x, v);
+}
+
+/* exp(-t^2) without the error of rounding t^2: t = hi + lo with hi short
+ * enough that hi^2 is exact, and t^2 - hi^2 = lo (t + hi). */
+static hlo_value exp_neg_square(hlo_builder* b, hlo_value t) {
+  hlo_type type = *hlo_type_of(b, t);
+  bool f32 = type.dtype == TPU_F32;
+  tpu_dtype bits = f32 ? TPU_I32 : TPU_I64;
+  /* clears the low 12 (f32) or 27 (f64) significand bits */
+  hlo_value mask = hlo_broadcast_to(b, hlo_constant_i64(b, bits, f32 ? -4096 : -134217728), type.rank, type.dims);
+  hlo_value hi = hlo_bitcast_convert(b, hlo_binary(b, "and", hlo_bitcast_convert(b, t, bits), mask), type.dtype);
+  hlo_value rest = mul(b, sub(b, t, hi), add(b, t, hi));
+  return mul(b, fn1(b, "exponential", fn1(b, "negate", mul(b, hi, hi))), fn1(b, "exponential", fn1(b, "negate", rest)));
+}
+
+/* log Phi(x): log(erfcx(-t)/2) - t^2 below x = -1, else log1p(-erfc(t)/2),
+ * with t = x / sqrt(2); erfc(t) is erfcx(t) exp(-t^2) from t = 1/2 on,
+ * as accurate in the tail as the CPU's. Both want erfcx(|t|). */
+static hlo_value log_ndtr_fn(hlo_builder* b, hlo_value x) {
+  hlo_value t = mul_c(b, x, 0.707106781186547524400844362104849039);
+  hlo_value scaled = erfcx_fn(b, fn1(b, "abs", t));
+  hlo_value low = sub(b, fn1(b, "log", mul_c(b, scaled, 0.5)), mul(b, t, t));
+  hlo_value tail = edge(b, cmp_c(b, "EQ", t, INFINITY), 0, mul(b, scaled, exp_neg_square(b, t)));
+  hlo_value erfc_t = hlo_select(b, cmp_c(b, "LT", t, 0.5), hlo_erfc(b, t), tail);
+  hlo_value high = fn1(b, "log_plus_one", mul_c(b, erfc_t, -0.5));
+  return hlo_select(b, cmp_c(b, "LT", x, -1), low, high);
+}
+
+/* ---- lowerings ---- */
+
+typedef hlo_value (*unary_fn)(hlo_builder* b, hlo_value x);
+
+static const struct unary_op {
+  const char* name;
+  unary_fn fn;
+} unary_ops[] = {
+    {"i0", i0_fn},
+    {"special_bessel_j0", j0_fn},
+    {"special_bessel_j1", j1_fn},
+    {"special_bessel_y0", y0_fn},
+    {"special_bessel_y1", y1_fn},
+    {"special_erfcx", erfcx_fn},
+    {"special_i0e", i0e_fn},
+    {"special_i1", i1_fn},
+    {"special_i1e", i1e_fn},
+    {"special_log_ndtr", log_ndtr_fn},
+    {"special_modified_bessel_i0", i0_fn},
+    {"special_modified_bessel_i1", modified_i1_fn},
+    {"special_modified_bessel_k0", k0_fn},
+    {"special_modified_bessel_k1", k1_fn},
+    {"special_ndtri", ndtri_fn},
+    {"special_scaled_modified_bessel_k0", k0e_fn},
+    {"special_scaled_modified_bessel_k1", k1e_fn},
+    {"special_spherical_bessel_j0", spherical_j0_fn},
+};
+
+/* The dtype a special function computes in: floats as they are (float16
+ * and bfloat16 widened to float32), integers and bools as float32. */
+static tpu_dtype compute_type(tpu_lowering* l, const int* indices, int count) {
+  tpu_dtype t = tpu_lower_result_type(l, indices, count);
+  return tpu_dtype_is_float(t) ? tpu_dtype_compute(t) : TPU_F32;
+}
+
+static tpu_status lower_unary(tpu_lowering* l) {
+  const char* name = tpu_lower_op_name(l);
+  for (size_t i = 0; i < sizeof unary_ops / sizeof unary_ops[0]; i++) {
+    if (strcmp(unary_ops[i].name, name)) continue;
+    int self = 0;
+    tpu_dtype t = compute_type(l, &self, 1);
+    tpu_lower_set_output(l, 0, unary_ops[i].fn(tpu_lower_builder(l), tpu_lower_value(l, 0, t)));
+    return NULL;
+  }
+  tpu_lower_fail(l, TPU_INTERNAL, "aten::%s is registered but missing from its op table", name);
+  return NULL;
+}
+
+/* Hurwitz zeta(x, q) = sum over k >= 0 of (k + q)^-x, by CHLO; as on the
+ * CPU +inf at x = 1 and at q a non-positive integer, NaN for x < 1 and for
+ * q < 0 with x not an integer, and the CPU's values at x = +inf. Either
+ * argument may be a Python scalar. */
+static tpu_status lower_zeta(tpu_lowering* l) {
+  hlo_builder* b = tpu_lower_builder(l);
+  int operands[2] = {0, 1};
+  tpu_dtype t = compute_type(l, operands, 2);
+  hlo_type shape = tpu_lower_broadcast_type(l, operands, 2, t);
+  hlo_value x = tpu_lower_value_as(l, 0, &shape), q = tpu_lower_value_as(l, 1, &shape);
+  hlo_value xq[2] = {x, q};
+  hlo_value v = hlo_chlo(b, "zeta", xq, 2);
+  hlo_value q_nonpositive = cmp_c(b, "LE", q, 0);
+  hlo_value x_fraction = hlo_compare(b, "NE", x, fn1(b, "floor", x));
+  v = edge(b, hlo_binary(b, "and", q_nonpositive, x_fraction), NAN, v);
+  v = edge(b, hlo_binary(b, "and", q_nonpositive, hlo_compare(b, "EQ", q, fn1(b, "floor", q))), INFINITY, v);
+  /* x = +inf: the terms with |k + q| < 1 are inf, = 1 one, > 1 zero (but
+   * the CPU's series then gives NaN) */
+  hlo_value x_inf = cmp_c(b, "EQ", x, INFINITY);
+  v = edge(b, hlo_binary(b, "and", x_inf, cmp_c(b, "LT", q, 1)), INFINITY, v);
+  v = edge(b, hlo_binary(b, "and", x_inf, cmp_c(b, "EQ", q, 1)), 1, v);
+  v = edge(b, cmp_c(b, "LT", x, 1), NAN, v);
+  tpu_lower_set_output(l, 0, edge(b, cmp_c(b, "EQ", x, 1), INFINITY, v));
+  return NULL;
+}
+
+static const tpu_op_entry entries[] = {
+    {"i0", lower_unary, 0},
+    {"special_bessel_j0", lower_unary, 0},
+    {"special_bessel_j1", lower_unary, 0},
+    {"special_bessel_y0", lower_unary, 0},
+    {"special_bessel_y1", lower_unary, 0},
+    {"special_erfcx", lower_unary, 0},
+    {"special_i0e", lower_unary, 0},
+    {"special_i1", lower_unary, 0},
+    {"special_i1e", lower_unary, 0},
+    {"special_log_ndtr", lower_unary, 0},
+    {"special_modified_bessel_i0", lower_unary, 0},
+    {"special_modified_bessel_i1", lower_unary, 0},
+    {"special_modified_bessel_k0", lower_unary, 0},
+    {"special_modified_bessel_k1", lower_unary, 0},
+    {"special_ndtri", lower_unary, 0},
+    {"special_scaled_modified_bessel_k0", lower_unary, 0},
+    {"special_scaled_modified_bessel_k1", lower_unary, 0},
+    {"special_spherical_bessel_j0", lower_unary, 0},
+    {"special_zeta", lower_zeta, 0},
+};
+
+TPU_OP_FAMILY(tpu_ops_special, entries);
