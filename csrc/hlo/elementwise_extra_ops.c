@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "hlo/special_ops.h"
+
 #define LN2 0.69314718055994530942
 
 static hlo_value mul_c(hlo_builder* b, hlo_value x, double c) {
@@ -127,27 +129,22 @@ static hlo_value erf_series(hlo_builder* b, hlo_value x, int terms) {
   return hlo_binary(b, "multiply", x, acc);
 }
 
-/* erfc(z) for z >= 0 as t * exp(-z^2 + P(t)), t = 1 / (1 + z/2), with the
- * Chebyshev fit of Numerical Recipes (relative error below 1.2e-7). */
+/* erfc(z) for z >= 0 as erfcx(z) exp(-z^2), both without cancellation or
+ * the error of rounding z^2: as accurate as the CPU's far into the tail. */
 static hlo_value erfc_tail(hlo_builder* b, hlo_value z) {
-  static const double c[10] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
-                               0.27886807,  -1.13520398, 1.48851587, -0.82215223, 0.17087277};
-  hlo_value t = hlo_binary(b, "divide", hlo_constant_like(b, z, 1), add_c(b, mul_c(b, z, 0.5), 1));
-  hlo_value poly = hlo_constant_like(b, z, c[9]);
-  for (int i = 8; i >= 0; i--) poly = add_c(b, hlo_binary(b, "multiply", poly, t), c[i]);
-  hlo_value arg = hlo_binary(b, "subtract", poly, hlo_binary(b, "multiply", z, z));
-  return hlo_binary(b, "multiply", t, hlo_unary(b, "exponential", arg));
+  hlo_value tail = hlo_binary(b, "multiply", hlo_erfcx(b, z), hlo_exp_neg_square(b, z));
+  return hlo_select(b, cmp_c(b, "EQ", z, INFINITY), hlo_constant_like(b, z, 0), tail);
 }
 
-/* Where the series hands over to the tail, and how many terms it needs
- * there: f64 keeps the series longer, as the tail is only good to 1e-7. */
+/* Where erf's series hands over to 1 - erfc, and how many terms it needs
+ * there. */
 typedef struct erf_split {
   double threshold;
   int terms;
 } erf_split;
 
 static erf_split erf_split_for(hlo_builder* b, hlo_value x) {
-  if (hlo_type_of(b, x)->dtype == TPU_F64) return (erf_split){3.0, 50};
+  if (hlo_type_of(b, x)->dtype == TPU_F64) return (erf_split){1.5, 30};
   return (erf_split){1.0, 12};
 }
 
@@ -159,13 +156,13 @@ hlo_value hlo_erf(hlo_builder* b, hlo_value x) {
   return hlo_select(b, cmp_c(b, "LT", z, s.threshold), erf_series(b, x, s.terms), tail);
 }
 
+/* 1 - erf(x) below |x| = 1/2, where erf(x) < 0.53 cancels by a bit at most. */
 hlo_value hlo_erfc(hlo_builder* b, hlo_value x) {
-  erf_split s = erf_split_for(b, x);
   hlo_value z = hlo_unary(b, "abs", x);
   hlo_value tail = erfc_tail(b, z);
   tail = hlo_select(b, cmp_c(b, "LT", x, 0), add_c(b, mul_c(b, tail, -1), 2), tail);
-  hlo_value near = add_c(b, mul_c(b, erf_series(b, x, s.terms), -1), 1);
-  return hlo_select(b, cmp_c(b, "LT", z, s.threshold), near, tail);
+  hlo_value near = add_c(b, mul_c(b, erf_series(b, x, erf_split_for(b, x).terms), -1), 1);
+  return hlo_select(b, cmp_c(b, "LT", z, 0.5), near, tail);
 }
 
 /* erfinv(y): Winitzki's closed form (relative error about 2e-3) refined by

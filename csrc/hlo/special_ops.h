@@ -1,5 +1,6 @@
 /* Builder ops for piecewise approximations: a table of numbers baked into
- * the program, and a lookup into it by a computed index. */
+ * the program, a lookup into it by a computed index, and erfcx and
+ * exp(-x^2), on which erf, erfc and torch.special build. */
 #ifndef TPU_HLO_SPECIAL_OPS_H
 #define TPU_HLO_SPECIAL_OPS_H
 
@@ -17,6 +18,15 @@ hlo_value hlo_constant_table(hlo_builder* b, tpu_dtype dtype, const double* valu
  * entries lie in the table (the caller clamps); the result has index's
  * shape and table's dtype. */
 hlo_value hlo_table_lookup(hlo_builder* b, hlo_value table, hlo_value index);
+
+/* exp(x^2) erfc(x) (f32 or f64) as ATen's kernel computes it: S. G.
+ * Johnson's 100-piece table for -6.1 <= x <= 50, a continued fraction
+ * above 50 (1/(sqrt(pi) x) above 5e7), 2 exp(x^2) minus the table below 0
+ * and without it below -6.1, +inf below -26.7. */
+hlo_value hlo_erfcx(hlo_builder* b, hlo_value x);
+/* exp(-t^2) without the error of rounding t^2: t = hi + lo with hi short
+ * enough that hi^2 is exact, and t^2 - hi^2 = lo (t + hi). */
+hlo_value hlo_exp_neg_square(hlo_builder* b, hlo_value t);
 
 #ifdef __cplusplus
 }

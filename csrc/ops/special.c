@@ -262,66 +262,13 @@ static hlo_value ndtri_fn(hlo_builder* b, hlo_value y0) {
   return edge(b, cmp_c(b, "EQ", y0, 0), -INFINITY, edge(b, cmp_c(b, "EQ", y0, 1), INFINITY, v));
 }
 
-/* exp(x^2) erfc(x) for x >= 0 below 50 and the erfc side of x < 0: with
- * v = 400/(4 + |x|) in [0, 100], piece floor(v) of the table is a
- * polynomial in 2v - (2 floor(v) + 1); 1 at v = 100 (x = 0). */
-static hlo_value erfcx_table(hlo_builder* b, hlo_value v) {
-  tpu_dtype t = hlo_type_of(b, v)->dtype;
-  hlo_value k = fn1(b, "floor", v);
-  k = hlo_select(b, cmp_c(b, "GT", k, 99), c_like(b, k, 99), hlo_select(b, cmp_c(b, "LT", k, 0), c_like(b, k, 0), k));
-  hlo_value u = sub(b, mul_c(b, v, 2), add_c(b, mul_c(b, k, 2), 1));
-  hlo_value index = hlo_convert(b, k, TPU_I32);
-  hlo_value r = HLO_INVALID;
-  for (int j = 6; j >= 0; j--) {
-    hlo_value c = hlo_table_lookup(b, hlo_constant_table(b, t, &erfcx_coefficients[0][j], 100, 7), index);
-    r = j == 6 ? c : add(b, c, mul(b, r, u));
-  }
-  return edge(b, cmp_c(b, "GE", v, 100), 1, r);
-}
-
-/* exp(x^2) erfc(x): the table for -6.1 <= x <= 50, a continued fraction
- * above 50 (1/(sqrt(pi) x) above 5e7), 2 exp(x^2) minus the table below 0
- * and without it below -6.1, +inf below -26.7. */
-static hlo_value erfcx_fn(hlo_builder* b, hlo_value x) {
-  const double inv_sqrt_pi = 0.56418958354775628694807945156;
-  hlo_value ax = fn1(b, "abs", x);
-  hlo_value table = erfcx_table(b, c_div(b, 400, add_c(b, ax, 4)));
-  hlo_value x2 = mul(b, x, x);
-  hlo_value num = add_c(b, mul(b, x2, add_c(b, x2, 4.5)), 2);
-  hlo_value den = mul(b, x, add_c(b, mul(b, x2, add_c(b, x2, 5)), 3.75));
-  hlo_value fraction = mul_c(b, dvd(b, num, den), inv_sqrt_pi);
-  fraction = hlo_select(b, cmp_c(b, "GT", x, 5e7), c_div(b, inv_sqrt_pi, x), fraction);
-  hlo_value positive = hlo_select(b, cmp_c(b, "GT", x, 50), fraction, table);
-  hlo_value twice = mul_c(b, fn1(b, "exponential", x2), 2);
-  hlo_value negative = hlo_select(b, cmp_c(b, "LT", x, -6.1), twice, sub(b, twice, table));
-  negative = edge(b, cmp_c(b, "LT", x, -26.7), INFINITY, negative);
-  hlo_value v = hlo_select(b, cmp_c(b, "GE", x, 0), positive, negative);
-  return hlo_select(b, hlo_compare(b, "NE", x, x), x, v);
-}
-
-/* exp(-t^2) without the error of rounding t^2: t = hi + lo with hi short
- * enough that hi^2 is exact, and t^2 - hi^2 = lo (t + hi). */
-static hlo_value exp_neg_square(hlo_builder* b, hlo_value t) {
-  hlo_type type = *hlo_type_of(b, t);
-  bool f32 = type.dtype == TPU_F32;
-  tpu_dtype bits = f32 ? TPU_I32 : TPU_I64;
-  /* clears the low 12 (f32) or 27 (f64) significand bits */
-  hlo_value mask = hlo_broadcast_to(b, hlo_constant_i64(b, bits, f32 ? -4096 : -134217728), type.rank, type.dims);
-  hlo_value hi = hlo_bitcast_convert(b, hlo_binary(b, "and", hlo_bitcast_convert(b, t, bits), mask), type.dtype);
-  hlo_value rest = mul(b, sub(b, t, hi), add(b, t, hi));
-  return mul(b, fn1(b, "exponential", fn1(b, "negate", mul(b, hi, hi))), fn1(b, "exponential", fn1(b, "negate", rest)));
-}
-
 /* log Phi(x): log(erfcx(-t)/2) - t^2 below x = -1, else log1p(-erfc(t)/2),
- * with t = x / sqrt(2); erfc(t) is erfcx(t) exp(-t^2) from t = 1/2 on,
- * as accurate in the tail as the CPU's. Both want erfcx(|t|). */
+ * with t = x / sqrt(2) (hlo_erfc is as accurate in the tail as the CPU's). */
 static hlo_value log_ndtr_fn(hlo_builder* b, hlo_value x) {
   hlo_value t = mul_c(b, x, 0.707106781186547524400844362104849039);
-  hlo_value scaled = erfcx_fn(b, fn1(b, "abs", t));
+  hlo_value scaled = hlo_erfcx(b, fn1(b, "abs", t));
   hlo_value low = sub(b, fn1(b, "log", mul_c(b, scaled, 0.5)), mul(b, t, t));
-  hlo_value tail = edge(b, cmp_c(b, "EQ", t, INFINITY), 0, mul(b, scaled, exp_neg_square(b, t)));
-  hlo_value erfc_t = hlo_select(b, cmp_c(b, "LT", t, 0.5), hlo_erfc(b, t), tail);
-  hlo_value high = fn1(b, "log_plus_one", mul_c(b, erfc_t, -0.5));
+  hlo_value high = fn1(b, "log_plus_one", mul_c(b, hlo_erfc(b, t), -0.5));
   return hlo_select(b, cmp_c(b, "LT", x, -1), low, high);
 }
 
@@ -338,7 +285,7 @@ static const struct unary_op {
     {"special_bessel_j1", j1_fn},
     {"special_bessel_y0", y0_fn},
     {"special_bessel_y1", y1_fn},
-    {"special_erfcx", erfcx_fn},
+    {"special_erfcx", hlo_erfcx},
     {"special_i0e", i0e_fn},
     {"special_i1", i1_fn},
     {"special_i1e", i1e_fn},
