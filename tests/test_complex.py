@@ -205,6 +205,16 @@ def test_scans_norms_and_more_math(dtype):
     w = make((3, 6), dtype, seed=1)
     check(lambda x, w: (torch.lerp(x, x * 2j, w), torch.lerp(x, x.flip(0), 0.7), torch.lerp(x[:, ::2], x[:, 1::2], 0.25j)), z, w)
     check(lambda x, w: x.lerp_(w, w.conj()), z, w)
+    check(lambda x: (torch.logsumexp(x * 30, 1), torch.logsumexp(x.T, (0, 1), keepdim=True)), z, rtol=1e-5, atol=1e-5)
+    edges = z.clone()
+    edges[0, 0], edges[1] = complex(float("inf"), 0), complex(float("-inf"), 0)
+    check(lambda x: torch.logsumexp(x, 1), edges)
+
+    def logsumexp_gradient(x):
+        x = x.detach().requires_grad_()
+        torch.view_as_real(torch.logsumexp(x, 1)).sum().backward()
+        return x.grad
+    check(logsumexp_gradient, z, rtol=1e-5, atol=1e-5)
 
 
 def test_scatter_and_index_writes():

@@ -290,13 +290,18 @@ static hlo_value shift_by_max(hlo_builder* b, hlo_value x, const reduction* r, b
 }
 
 /* logsumexp(self, dims, keepdim) = max + log(sum(exp(x - max))); integer
- * inputs compute in the output's float dtype. */
+ * inputs compute in the output's float dtype, complex ones shift by the
+ * largest real part, as the CPU does. */
 static tpu_status lower_logsumexp(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   reduction r = reduction_of(l, 0, 1, true);
   tpu_dtype t = tpu_dtype_compute(tpu_lower_output_type(l, 0).dtype);
-  hlo_value m;
-  hlo_value shifted = shift_by_max(b, tpu_lower_value(l, 0, t), &r, true, false, &m);
+  hlo_value x = tpu_lower_value(l, 0, t), m;
+  hlo_value shifted = shift_by_max(b, hlo_real(b, x), &r, true, false, &m);
+  if (tpu_dtype_is_complex(t)) {
+    shifted = hlo_complex(b, shifted, hlo_imag(b, x));
+    m = hlo_convert(b, m, t);
+  }
   hlo_value sum = reduce(b, hlo_unary(b, "exponential", shifted), t, "add", &r);
   tpu_lower_set_output(l, 0, hlo_binary(b, "add", hlo_unary(b, "log", sum), m));
   return NULL;
@@ -456,7 +461,7 @@ static const tpu_op_entry entries[] = {
     {"cumprod", lower_cumulative, TPU_OP_COMPLEX},
     {"cumsum", lower_cumulative, TPU_OP_COMPLEX},
     {"linalg_vector_norm", lower_norm, TPU_OP_SCALARS_IN_KEY | TPU_OP_COMPLEX},
-    {"logsumexp", lower_logsumexp, 0},
+    {"logsumexp", lower_logsumexp, TPU_OP_COMPLEX},
     {"max", lower_extreme, 0},
     {"mean", lower_mean, TPU_OP_COMPLEX},
     {"min", lower_extreme, 0},
