@@ -65,8 +65,8 @@ hlo_value hlo_fft(hlo_builder* b, hlo_value x, hlo_fft_kind kind, const int64_t*
 /* ---- elementary functions ----
  * Each works on z's parts in their real type and follows the C library's
  * csinh, casin, ... (C99 Annex G), which PyTorch's CPU kernels call (but
- * for its vectorized complex128 acos, pi/2 - asin z): the inverse functions reduce z to the first quadrant by their symmetries,
- * work there with formulas that do not cancel, and put the signs back with
+ * for its vectorized complex128 acos, pi/2 - asin z): the inverse functions
+ * reduce z to the first quadrant by their symmetries, work there with formulas that do not cancel, and put the signs back with
  * copysign, so that a signed zero picks the side of a branch cut. */
 
 #define LN2 0.69314718055994530942
@@ -278,7 +278,8 @@ hlo_value hlo_complex_logaddexp(hlo_builder* b, hlo_value x, hlo_value y) {
   hlo_value r = add(b, hlo_unary(b, "log_plus_one", hlo_unary(b, "exponential", sub(b, lo, hi))), hi);
 
   hlo_value turn = sub(b, hlo_imag(b, lo), hlo_imag(b, hi)), zero = con(b, turn, 0);
-  hlo_value vanishing = hlo_complex(b, mul(b, zero, hlo_unary(b, "cosine", turn)), mul(b, zero, hlo_unary(b, "sine", turn)));
+  hlo_value vanishing =
+      hlo_complex(b, mul(b, zero, hlo_unary(b, "cosine", turn)), mul(b, zero, hlo_unary(b, "sine", turn)));
   hlo_value lo_vanishes = hlo_binary(b, "and", cmp(b, "EQ", lo_r, -INFINITY), cmp(b, "GT", hi_r, -INFINITY));
   r = hlo_select(b, hlo_binary(b, "and", lo_vanishes, hlo_unary(b, "not", is_inf(b, hi_r))), add(b, hi, vanishing), r);
 
@@ -290,6 +291,7 @@ hlo_value hlo_complex_logaddexp(hlo_builder* b, hlo_value x, hlo_value y) {
   hlo_value infinite = hlo_binary(b, "and", is_inf(b, lo_r), hlo_compare(b, "EQ", lo_r, hi_r));
   r = hlo_select(b, infinite, hlo_select(b, cmp(b, "LT", lo_r, 0), lo, both_up), r);
 
-  hlo_value nan = any2(b, any2(b, is_nan(b, xr), is_nan(b, hlo_imag(b, x))), any2(b, is_nan(b, yr), is_nan(b, hlo_imag(b, y))));
+  hlo_value nan = any2(b, any2(b, is_nan(b, xr), is_nan(b, hlo_imag(b, x))),
+                       any2(b, is_nan(b, yr), is_nan(b, hlo_imag(b, y))));
   return hlo_select(b, nan, hlo_complex(b, con(b, xr, NAN), con(b, xr, NAN)), r);
 }

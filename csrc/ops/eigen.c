@@ -367,7 +367,8 @@ static void complete_step(hlo_builder* b, hlo_value step, const hlo_value* in, h
   hlo_value v = hlo_compare(b, "EQ", hlo_iota(b, vt, 1), spread(b, coordinate, &vt, 0));
   v = projected_off(b, u, projected_off(b, u, hlo_convert(b, v, t.dtype)));
   vt.dtype = t.dtype;
-  v = hlo_binary(b, "divide", v, as_type_of(b, spread(b, hlo_unary(b, "sqrt", sum(b, magnitude_squared(b, v), 1)), &vt, 0), v));
+  hlo_value length_v = hlo_unary(b, "sqrt", sum(b, magnitude_squared(b, v), 1));
+  v = hlo_binary(b, "divide", v, as_type_of(b, spread(b, length_v, &vt, 0), v));
   hlo_value replace = hlo_binary(b, "and", here, spread(b, missing, &t, 0));
   out[0] = hlo_select(b, replace, spread(b, v, &t, 2), u);
   out[1] = in[1];
@@ -462,8 +463,8 @@ static hlo_value left_vectors(hlo_builder* b, hlo_value h, hlo_value norms, int6
   hlo_type t = *hlo_type_of(b, h);
   hlo_value nonzero = hlo_compare(b, "GT", norms, hlo_constant_like(b, norms, tiny(t.dtype)));
   hlo_value divisor = hlo_select(b, nonzero, norms, hlo_constant_like(b, norms, 1));
-  hlo_value u = hlo_select(b, spread(b, nonzero, &t, 1), hlo_binary(b, "divide", h, as_type_of(b, spread(b, divisor, &t, 1), h)),
-                           hlo_constant_like(b, h, 0));
+  hlo_value normalized = hlo_binary(b, "divide", h, as_type_of(b, spread(b, divisor, &t, 1), h));
+  hlo_value u = hlo_select(b, spread(b, nonzero, &t, 1), normalized, hlo_constant_like(b, h, 0));
   return completed(b, u, sum(b, hlo_convert(b, nonzero, TPU_I64), 1), width);
 }
 

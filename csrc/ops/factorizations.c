@@ -188,7 +188,8 @@ static bool check_float_matrices(tpu_lowering* l, int index, bool square) {
       (!square || t.dims[t.rank - 1] == t.dims[t.rank - 2]))
     return true;
   char shape[96];
-  tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::%s: expected float or complex%s matrices [..., m, n], got %s of shape %s",
+  tpu_lower_fail(l, TPU_INVALID_ARGUMENT,
+                 "aten::%s: expected float or complex%s matrices [..., m, n], got %s of shape %s",
                  tpu_lower_op_name(l), square ? " square" : "", tpu_dtype_name(t.dtype),
                  hlo_shape_print(&t, shape, sizeof shape));
   return false;
@@ -342,13 +343,15 @@ static void householder_step(hlo_builder* b, hlo_value step, const hlo_value* in
   hlo_value re = hlo_real(b, alpha), im = hlo_imag(b, alpha), real_zero = hlo_constant_like(b, re, 0);
   hlo_value trivial = hlo_binary(b, "and", hlo_compare(b, "EQ", tail_squared, real_zero),
                                  hlo_compare(b, "EQ", im, real_zero));
-  hlo_value length = hlo_unary(b, "sqrt", hlo_binary(b, "add", hlo_binary(b, "multiply", re, re),
-                                                     hlo_binary(b, "add", hlo_binary(b, "multiply", im, im), tail_squared)));
-  hlo_value beta = hlo_convert(b, hlo_select(b, hlo_compare(b, "GE", re, real_zero), hlo_unary(b, "negate", length), length),
-                               at.dtype);
+  hlo_value squares = hlo_binary(b, "add", hlo_binary(b, "multiply", im, im), tail_squared);
+  hlo_value length = hlo_unary(b, "sqrt", hlo_binary(b, "add", hlo_binary(b, "multiply", re, re), squares));
+  hlo_value signed_length =
+      hlo_select(b, hlo_compare(b, "GE", re, real_zero), hlo_unary(b, "negate", length), length);
+  hlo_value beta = hlo_convert(b, signed_length, at.dtype);
   hlo_value zero = hlo_constant_like(b, alpha, 0);
   hlo_value safe_beta = hlo_select(b, trivial, hlo_constant_like(b, beta, 1), beta);
-  hlo_value tau = hlo_select(b, trivial, zero, hlo_binary(b, "divide", hlo_binary(b, "subtract", beta, alpha), safe_beta));
+  hlo_value tau =
+      hlo_select(b, trivial, zero, hlo_binary(b, "divide", hlo_binary(b, "subtract", beta, alpha), safe_beta));
   hlo_value gap = hlo_select(b, trivial, hlo_constant_like(b, alpha, 1), hlo_binary(b, "subtract", alpha, beta));
   hlo_value v = hlo_select(b, hlo_compare(b, "EQ", rows, jr), hlo_constant_like(b, column, 1),
                            hlo_binary(b, "divide", tail, per_batch(b, gap, &ct)));

@@ -51,7 +51,8 @@ static tpu_status lower_matrix_exp(tpu_lowering* l) {
   if (at.rank < 2 || at.dims[at.rank - 1] != at.dims[at.rank - 2] ||
       !(tpu_dtype_is_float(at.dtype) || tpu_dtype_is_complex(at.dtype))) {
     char shape[96];
-    tpu_lower_fail(l, TPU_INVALID_ARGUMENT, "aten::linalg_matrix_exp: expected float or complex square matrices [..., n, n], "
+    tpu_lower_fail(l, TPU_INVALID_ARGUMENT,
+                   "aten::linalg_matrix_exp: expected float or complex square matrices [..., n, n], "
                    "got %s of shape %s", tpu_dtype_name(at.dtype), hlo_shape_print(&at, shape, sizeof shape));
     return NULL;
   }

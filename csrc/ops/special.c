@@ -254,7 +254,8 @@ static hlo_value ndtri_fn(hlo_builder* b, hlo_value y0) {
   hlo_value x = fn1(b, "sqrt", mul_c(b, fn1(b, "log", y), -2.0));
   hlo_value x0 = sub(b, x, dvd(b, fn1(b, "log", x), x));
   hlo_value z = c_div(b, 1, x);
-  hlo_value x1 = hlo_select(b, cmp_c(b, "LT", x, 8), mul(b, z, rational(b, z, &p1, &q1)), mul(b, z, rational(b, z, &p2, &q2)));
+  hlo_value x1 =
+      hlo_select(b, cmp_c(b, "LT", x, 8), mul(b, z, rational(b, z, &p1, &q1)), mul(b, z, rational(b, z, &p2, &q2)));
   hlo_value tail = negate_where(b, hlo_unary(b, "not", upper), sub(b, x0, x1));
   hlo_value v = hlo_select(b, cmp_c(b, "GT", y, exp_m2), middle, tail);
   hlo_value outside = hlo_binary(b, "or", cmp_c(b, "LT", y0, 0), cmp_c(b, "GT", y0, 1));
