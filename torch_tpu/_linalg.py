@@ -109,11 +109,15 @@ def _linalg_lstsq(A, B, rcond=None, *, driver=None):
     return X.squeeze(-1) if vector else X, residuals, rank, singular_values
 
 
-def _linalg_lstsq_out(A, B, rcond=None, *, driver=None, solution, residuals, rank, singular_values):
-    outs = (solution, residuals, rank, singular_values)
-    for out, result in zip(outs, _linalg_lstsq(A, B, rcond, driver=driver)):
+def _written(outs, results):
+    """out= arguments resized to the results and filled with them."""
+    for out, result in zip(outs, results):
         out.resize_(result.shape).copy_(result)
     return outs
+
+
+def _linalg_lstsq_out(A, B, rcond=None, *, driver=None, solution, residuals, rank, singular_values):
+    return _written((solution, residuals, rank, singular_values), _linalg_lstsq(A, B, rcond, driver=driver))
 
 
 _aten_tpu.impl("cholesky", _cholesky)
@@ -135,9 +139,8 @@ def _on_host(op):
         if not outs:
             results = tuple(r.to(A.device) for r in results)
             return results if len(results) > 1 else results[0]
-        for out, result in zip(outs.values(), results):
-            out.resize_(result.shape).copy_(result)
-        return tuple(outs.values()) if len(outs) > 1 else next(iter(outs.values()))
+        written = _written(tuple(outs.values()), results)
+        return written if len(written) > 1 else written[0]
     return run
 
 
