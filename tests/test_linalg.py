@@ -528,12 +528,19 @@ def test_lstsq_rank_deficient_default_driver_out_and_errors():
         torch.testing.assert_close(actual.cpu(), want, rtol=1e-10, atol=1e-12)
     outs = tuple(torch.empty(0, dtype=dtype) for dtype in (torch.float64, torch.float64, torch.long, torch.float64))
     check(lambda a, b, *outs: torch.linalg.lstsq(a, b, driver="gelsd", out=outs), a, b, *outs)
+    # outs of a dtype the result casts to safely (complex solution, int32 rank) take it, as on the CPU
+    outs = tuple(torch.empty(0, dtype=dtype) for dtype in (torch.complex128, torch.float64, torch.int32, torch.float64))
+    check(lambda a, b, *outs: torch.linalg.lstsq(a, b, driver="gelsd", out=outs), a, b, *outs)
+    wrong_outs = tuple(torch.empty(0, dtype=dtype, device="tpu") for dtype in (torch.long, torch.float64, torch.long))
     a, b = a.to("tpu"), b.to("tpu")
     for bad, match in ((lambda: torch.linalg.lstsq(a, b[:5]), r"same number of rows, got input \[6, 4\].*other \[5, 3\]"),
                        (lambda: torch.linalg.lstsq(a, b.float()), "same dtype"),
                        (lambda: torch.linalg.lstsq(a, b, driver="gelsx"), "driver must be one of"),
                        (lambda: torch.linalg.lstsq(a.long(), b.long()), "float32, float64, complex64"),
-                       (lambda: torch.linalg.lstsq(a[0], b[0]), "at least 2 dimensions")):
+                       (lambda: torch.linalg.lstsq(a[0], b[0]), "at least 2 dimensions"),
+                       (lambda: torch.linalg.lstsq(a, b, out=wrong_outs + (torch.empty(0, device="tpu"),)),
+                        "Expected solution to be safely castable from torch.float64 dtype, but got solution "
+                        "with dtype torch.int64")):
         with pytest.raises(RuntimeError, match="torch.linalg.lstsq: .*" + match):
             bad()
     torch.testing.assert_close(torch.linalg.lstsq(a, b).solution.cpu(), expected.solution, rtol=1e-10, atol=1e-12)

@@ -334,6 +334,32 @@ def test_compiled():
     assert_close(compiled(a.to("tpu"), b.to("tpu")), fn(a, b), **tol)
 
 
+def test_eig_compiled():
+    """torch.compile(backend="tpu") of a function calling eig and eigvals:
+    the backend cuts the graph around each host call, runs the pieces
+    between as programs, and a second call compiles nothing. The values, a
+    phase-blind function of the vectors and the gradient are the CPU's."""
+    import torch_tpu.metrics
+
+    def fn(a):
+        w, v = torch.linalg.eig(a)
+        return w * 2, v.abs().sum(-2), torch.linalg.eigvals(a @ a).abs()
+
+    def loss_and_grad(f, a):
+        a = a.detach().requires_grad_()
+        outs = f(a)
+        sum(o.abs().sum() for o in outs).backward()
+        return outs, a.grad
+
+    a = make((2, 5, 5), torch.float64)
+    compiled = torch.compile(fn, backend="tpu", dynamic=False)
+    expected = loss_and_grad(fn, a)
+    assert_close(loss_and_grad(compiled, a.to("tpu")), expected, rtol=1e-9, atol=1e-9)
+    compiles = torch_tpu.metrics.counters()["compile"]
+    assert_close(loss_and_grad(compiled, a.to("tpu")), expected, rtol=1e-9, atol=1e-9)
+    assert torch_tpu.metrics.counters()["compile"] == compiles
+
+
 def test_larger_matrix():
     """One 48 x 48 case of each: the sweeps converge at a larger size."""
     a, b = symmetric((48, 48), torch.float64), make((48, 40), torch.float32)
@@ -357,6 +383,13 @@ def test_eig_and_eigvals_on_the_host(dtype):
     values = torch.empty(0, dtype=torch.linalg.eigvals(a).dtype)
     check(lambda a, w, v: torch.linalg.eig(a, out=(w, v)), a, values, values.clone())
     check(lambda a, w: torch.linalg.eigvals(a, out=w), a, values)
+    wider = torch.empty(0, dtype=torch.complex128)  # a safe cast, as on the CPU
+    check(lambda a, w, v: torch.linalg.eig(a, out=(w, v)), a, wider, wider.clone())
+    real = torch.empty(0, dtype=torch.float64, device="tpu")
+    with pytest.raises(RuntimeError, match="torch.linalg.eig: Expected eigenvalues to be safely castable"):
+        torch.linalg.eig(a.to("tpu"), out=(real, real.clone()))
+    with pytest.raises(RuntimeError, match="torch.linalg.eigvals: Expected eigenvalues to be safely castable"):
+        torch.linalg.eigvals(a.to("tpu"), out=real)
 
     def gradient(a):
         a = a.detach().requires_grad_()

@@ -109,15 +109,21 @@ def _linalg_lstsq(A, B, rcond=None, *, driver=None):
     return X.squeeze(-1) if vector else X, residuals, rank, singular_values
 
 
-def _written(outs, results):
-    """out= arguments resized to the results and filled with them."""
-    for out, result in zip(outs, results):
+def _written(op_name, outs, results):
+    """out= arguments (name: tensor) resized to the results and filled with
+    them; as on the CPU, each must be of a dtype its result casts to safely."""
+    for (name, out), result in zip(outs.items(), results):
+        if not torch.can_cast(result.dtype, out.dtype):
+            raise RuntimeError(
+                f"{op_name}: Expected {name} to be safely castable from {result.dtype} dtype, but got {name} "
+                f"with dtype {out.dtype}; pass an out tensor of dtype {result.dtype}")
+    for out, result in zip(outs.values(), results):
         out.resize_(result.shape).copy_(result)
-    return outs
+    return tuple(outs.values())
 
 
-def _linalg_lstsq_out(A, B, rcond=None, *, driver=None, solution, residuals, rank, singular_values):
-    return _written((solution, residuals, rank, singular_values), _linalg_lstsq(A, B, rcond, driver=driver))
+def _linalg_lstsq_out(A, B, rcond=None, *, driver=None, **outs):
+    return _written("torch.linalg.lstsq", outs, _linalg_lstsq(A, B, rcond, driver=driver))
 
 
 _aten_tpu.impl("cholesky", _cholesky)
@@ -128,7 +134,7 @@ _aten_tpu.impl("_linalg_det", _linalg_det)
 _aten_tpu.impl("_linalg_slogdet", _linalg_slogdet)
 
 
-def _on_host(op):
+def _on_host(op, op_name):
     """op run on the CPU and its results brought back, as PyTorch's CUDA
     kernel runs the non-symmetric eigenproblem (MAGMA's geev works on the
     host): a round trip and a sync per call. out= arguments take the
@@ -139,12 +145,12 @@ def _on_host(op):
         if not outs:
             results = tuple(r.to(A.device) for r in results)
             return results if len(results) > 1 else results[0]
-        written = _written(tuple(outs.values()), results)
+        written = _written(op_name, {"eigenvalues" if k == "out" else k: v for k, v in outs.items()}, results)
         return written if len(written) > 1 else written[0]
     return run
 
 
-_aten_tpu.impl("linalg_eig", _on_host(torch.ops.aten.linalg_eig.default))
-_aten_tpu.impl("linalg_eig.out", _on_host(torch.ops.aten.linalg_eig.default))
-_aten_tpu.impl("_linalg_eigvals", _on_host(torch.ops.aten._linalg_eigvals.default))
-_aten_tpu.impl("linalg_eigvals.out", _on_host(torch.ops.aten._linalg_eigvals.default))
+_aten_tpu.impl("linalg_eig", _on_host(torch.ops.aten.linalg_eig.default, "torch.linalg.eig"))
+_aten_tpu.impl("linalg_eig.out", _on_host(torch.ops.aten.linalg_eig.default, "torch.linalg.eig"))
+_aten_tpu.impl("_linalg_eigvals", _on_host(torch.ops.aten._linalg_eigvals.default, "torch.linalg.eigvals"))
+_aten_tpu.impl("linalg_eigvals.out", _on_host(torch.ops.aten._linalg_eigvals.default, "torch.linalg.eigvals"))

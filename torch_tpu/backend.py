@@ -19,6 +19,7 @@ import torch
 import torch.fx
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
+from torch.fx.passes.split_module import split_module
 
 from . import _C
 from . import _capturable
@@ -168,8 +169,32 @@ class CompiledGraph:
         return _Captured(program, template, slots, self.cpu_outputs, cpu_inputs, checks)
 
 
+# Ops computed on the host (torch_tpu/_linalg.py's _on_host): a captured
+# program cannot hold them.
+_HOST_OPS = {torch.ops.aten.linalg_eig.default, torch.ops.aten._linalg_eigvals.default}
+
+
+def _has_host_op(gm):
+    return any(n.op == "call_function" and n.target in _HOST_OPS for n in gm.graph.nodes)
+
+
 def _compile_graph(gm, example_inputs, bucket_bound=None):
-    return CompiledGraph(gm, bucket_bound)
+    if not _has_host_op(gm):
+        return CompiledGraph(gm, bucket_bound)
+    # Cut before and after each host op: the pieces between run as captured
+    # programs, the host ops as eager calls, in the graph's order.
+    piece, pieces = 0, {}
+    for node in gm.graph.nodes:
+        host = node.op == "call_function" and node.target in _HOST_OPS
+        piece += host
+        pieces[node] = piece
+        piece += host
+    split = split_module(gm, None, pieces.__getitem__, keep_original_order=True, tuple_return=True)
+    for name, sub in list(split.named_children()):
+        if not _has_host_op(sub):
+            delattr(split, name)  # a child module's place takes no other object
+            setattr(split, name, CompiledGraph(sub, bucket_bound))
+    return split
 
 
 def tpu_backend(gm, example_inputs, options=None, **kwargs):

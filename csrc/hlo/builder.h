@@ -93,6 +93,14 @@ hlo_value hlo_chlo(hlo_builder* b, const char* op, const hlo_value* operands, in
 hlo_value hlo_binary(hlo_builder* b, const char* op, hlo_value x, hlo_value y);
 /* direction: "EQ", "NE", "LT", "LE", "GT", "GE". Result dtype bool. */
 hlo_value hlo_compare(hlo_builder* b, const char* direction, hlo_value x, hlo_value y);
+/* Shorthands for formulas: the four arithmetic ops, and x `op` k or x
+ * compared with k, k a constant of x's dtype and shape. */
+hlo_value hlo_add(hlo_builder* b, hlo_value x, hlo_value y);
+hlo_value hlo_subtract(hlo_builder* b, hlo_value x, hlo_value y);
+hlo_value hlo_multiply(hlo_builder* b, hlo_value x, hlo_value y);
+hlo_value hlo_divide(hlo_builder* b, hlo_value x, hlo_value y);
+hlo_value hlo_binary_constant(hlo_builder* b, const char* op, hlo_value x, double k);
+hlo_value hlo_compare_constant(hlo_builder* b, const char* direction, hlo_value x, double k);
 hlo_value hlo_select(hlo_builder* b, hlo_value pred, hlo_value on_true, hlo_value on_false);
 hlo_value hlo_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype); /* no-op if same */
 hlo_value hlo_bitcast_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype); /* same size */

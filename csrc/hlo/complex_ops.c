@@ -77,17 +77,11 @@ hlo_value hlo_fft(hlo_builder* b, hlo_value x, hlo_fft_kind kind, const int64_t*
 /* Beyond this |x|, e^-|x| is negligible beside e^|x| in sinh and cosh. */
 #define EXP_DOMINATES 20.0
 
-static hlo_value add(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "add", x, y); }
-static hlo_value sub(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "subtract", x, y); }
-static hlo_value mul(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "multiply", x, y); }
-static hlo_value quo(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "divide", x, y); }
 static hlo_value any2(hlo_builder* b, hlo_value p, hlo_value q) { return hlo_binary(b, "or", p, q); }
-static hlo_value con(hlo_builder* b, hlo_value like, double c) { return hlo_constant_like(b, like, c); }
-static hlo_value cmp(hlo_builder* b, const char* direction, hlo_value x, double c) {
-  return hlo_compare(b, direction, x, con(b, x, c));
-}
 static hlo_value is_nan(hlo_builder* b, hlo_value x) { return hlo_compare(b, "NE", x, x); }
-static hlo_value is_inf(hlo_builder* b, hlo_value x) { return cmp(b, "EQ", hlo_unary(b, "abs", x), INFINITY); }
+static hlo_value is_inf(hlo_builder* b, hlo_value x) {
+  return hlo_compare_constant(b, "EQ", hlo_unary(b, "abs", x), INFINITY);
+}
 
 /* A complex result as its two real parts. */
 typedef struct parts_pair {
@@ -97,10 +91,12 @@ typedef struct parts_pair {
 /* log(hypot(x, y)) for x, y >= 0, also where the hypot would overflow. */
 static hlo_value log_hypot(hlo_builder* b, hlo_value x, hlo_value y) {
   hlo_value m = hlo_min_max(b, "maximum", x, y, true), n = hlo_min_max(b, "minimum", x, y, true);
-  hlo_value ratio = quo(b, n, hlo_select(b, cmp(b, "EQ", m, 0), con(b, m, 1), m));
-  hlo_value half_log = mul(b, hlo_unary(b, "log_plus_one", mul(b, ratio, ratio)), con(b, m, 0.5));
-  hlo_value r = add(b, hlo_unary(b, "log", m), half_log);
-  return hlo_select(b, any2(b, is_inf(b, x), is_inf(b, y)), con(b, r, INFINITY), r);
+  hlo_value ratio =
+      hlo_divide(b, n, hlo_select(b, hlo_compare_constant(b, "EQ", m, 0), hlo_constant_like(b, m, 1), m));
+  hlo_value half_log = hlo_multiply(b, hlo_unary(b, "log_plus_one", hlo_multiply(b, ratio, ratio)),
+                                    hlo_constant_like(b, m, 0.5));
+  hlo_value r = hlo_add(b, hlo_unary(b, "log", m), half_log);
+  return hlo_select(b, any2(b, is_inf(b, x), is_inf(b, y)), hlo_constant_like(b, r, INFINITY), r);
 }
 
 /* copysign(re, sign_re) + copysign(im, sign_im) i. */
@@ -118,25 +114,27 @@ static hlo_value sinh_or_cosh(hlo_builder* b, hlo_value z, bool is_sinh) {
   hlo_value x = hlo_real(b, z), y = hlo_imag(b, z);
   hlo_value ax = hlo_unary(b, "abs", x), negative = hlo_signbit(b, x);
   hlo_value sh = hlo_sinh(b, x), ch = hlo_cosh(b, x), cy = hlo_unary(b, "cosine", y), sy = hlo_unary(b, "sine", y);
-  hlo_value h = hlo_unary(b, "exponential", mul(b, ax, con(b, ax, 0.5)));
-  hlo_value far = cmp(b, "GT", ax, EXP_DOMINATES);
+  hlo_value h = hlo_unary(b, "exponential", hlo_multiply(b, ax, hlo_constant_like(b, ax, 0.5)));
+  hlo_value far = hlo_compare_constant(b, "GT", ax, EXP_DOMINATES);
   hlo_value trig[2] = {cy, sy}, parts[2];
   for (int i = 0; i < 2; i++) {
     bool odd = is_sinh == (i == 0); /* this part carries sinh(x) */
-    hlo_value near = mul(b, odd ? sh : ch, trig[i]);
-    hlo_value big = mul(b, mul(b, h, mul(b, trig[i], con(b, h, 0.5))), h);
+    hlo_value near = hlo_multiply(b, odd ? sh : ch, trig[i]);
+    hlo_value big =
+        hlo_multiply(b, hlo_multiply(b, h, hlo_multiply(b, trig[i], hlo_constant_like(b, h, 0.5))), h);
     if (odd) big = hlo_select(b, negative, hlo_unary(b, "negate", big), big);
     parts[i] = hlo_select(b, far, big, near);
   }
-  hlo_value y_not_finite = is_nan(b, cy), zero_x = cmp(b, "EQ", x, 0);
-  parts[0] = hlo_select(b, hlo_binary(b, "and", is_inf(b, x), y_not_finite), con(b, x, INFINITY), parts[0]);
+  hlo_value y_not_finite = is_nan(b, cy), zero_x = hlo_compare_constant(b, "EQ", x, 0);
+  parts[0] = hlo_select(b, hlo_binary(b, "and", is_inf(b, x), y_not_finite),
+                        hlo_constant_like(b, x, INFINITY), parts[0]);
   hlo_value zero_im = is_sinh ? y : hlo_select(b, negative, hlo_unary(b, "negate", y), y);
-  parts[1] = hlo_select(b, cmp(b, "EQ", y, 0), zero_im, parts[1]);
+  parts[1] = hlo_select(b, hlo_compare_constant(b, "EQ", y, 0), zero_im, parts[1]);
   hlo_value at_zero = hlo_binary(b, "and", zero_x, y_not_finite);
   if (is_sinh)
     parts[0] = hlo_select(b, at_zero, x, parts[0]);
   else
-    parts[1] = hlo_select(b, at_zero, con(b, y, 0), parts[1]);
+    parts[1] = hlo_select(b, at_zero, hlo_constant_like(b, y, 0), parts[1]);
   return hlo_complex(b, parts[0], parts[1]);
 }
 
@@ -157,33 +155,39 @@ typedef struct asin_quadrant {
 } asin_quadrant;
 
 static asin_quadrant asin_first_quadrant(hlo_builder* b, hlo_value x, hlo_value y) {
-  hlo_value one = con(b, x, 1), half = con(b, x, 0.5);
-  hlo_value xp1 = add(b, x, one);
-  hlo_value r = hlo_hypot(b, xp1, y), s = hlo_hypot(b, sub(b, x, one), y);
-  hlo_value a = add(b, mul(b, half, r), mul(b, half, s));
-  hlo_value rx = add(b, r, xp1), d = add(b, s, hlo_unary(b, "abs", sub(b, one, x)));
-  hlo_value plain = hlo_unary(b, "sqrt", mul(b, half, add(b, mul(b, y, quo(b, y, rx)), d)));
-  hlo_value c = mul(b, half, add(b, quo(b, one, rx), quo(b, one, d)));
-  hlo_value scaled = hlo_select(b, cmp(b, "EQ", y, 0), con(b, y, 0), mul(b, y, hlo_unary(b, "sqrt", c)));
-  hlo_value below = cmp(b, "LT", x, 1);
+  hlo_value one = hlo_constant_like(b, x, 1), half = hlo_constant_like(b, x, 0.5);
+  hlo_value xp1 = hlo_add(b, x, one);
+  hlo_value r = hlo_hypot(b, xp1, y), s = hlo_hypot(b, hlo_subtract(b, x, one), y);
+  hlo_value a = hlo_add(b, hlo_multiply(b, half, r), hlo_multiply(b, half, s));
+  hlo_value rx = hlo_add(b, r, xp1), d = hlo_add(b, s, hlo_unary(b, "abs", hlo_subtract(b, one, x)));
+  hlo_value plain =
+      hlo_unary(b, "sqrt", hlo_multiply(b, half, hlo_add(b, hlo_multiply(b, y, hlo_divide(b, y, rx)), d)));
+  hlo_value c = hlo_multiply(b, half, hlo_add(b, hlo_divide(b, one, rx), hlo_divide(b, one, d)));
+  hlo_value scaled = hlo_select(b, hlo_compare_constant(b, "EQ", y, 0), hlo_constant_like(b, y, 0),
+                                hlo_multiply(b, y, hlo_unary(b, "sqrt", c)));
+  hlo_value below = hlo_compare_constant(b, "LT", x, 1);
   hlo_value root_am1 = hlo_select(b, below, scaled, plain); /* sqrt(A - 1) */
   hlo_value root_amx = hlo_select(b, below, plain, scaled); /* sqrt(A - x) */
-  hlo_value cos_part = mul(b, hlo_unary(b, "sqrt", add(b, a, x)), root_amx);
-  hlo_value im = hlo_unary(b, "log_plus_one",
-                           mul(b, root_am1, add(b, root_am1, hlo_unary(b, "sqrt", add(b, a, one)))));
-  hlo_value huge = any2(b, cmp(b, "GT", x, HUGE_PART), cmp(b, "GT", y, HUGE_PART));
-  return (asin_quadrant){hlo_select(b, huge, y, cos_part),
-                         hlo_select(b, huge, add(b, log_hypot(b, x, y), con(b, x, LN2)), im)};
+  hlo_value cos_part = hlo_multiply(b, hlo_unary(b, "sqrt", hlo_add(b, a, x)), root_amx);
+  hlo_value im =
+      hlo_unary(b, "log_plus_one",
+                hlo_multiply(b, root_am1, hlo_add(b, root_am1, hlo_unary(b, "sqrt", hlo_add(b, a, one)))));
+  hlo_value huge =
+      any2(b, hlo_compare_constant(b, "GT", x, HUGE_PART), hlo_compare_constant(b, "GT", y, HUGE_PART));
+  return (asin_quadrant){
+      hlo_select(b, huge, y, cos_part),
+      hlo_select(b, huge, hlo_add(b, log_hypot(b, x, y), hlo_constant_like(b, x, LN2)), im)};
 }
 
 /* atan2(x, cos_part), exactly 0 at x = 0 even beside NaN. */
 static hlo_value asin_angle(hlo_builder* b, hlo_value x, hlo_value cos_part) {
-  return hlo_select(b, cmp(b, "EQ", x, 0), x, hlo_binary(b, "atan2", x, cos_part));
+  return hlo_select(b, hlo_compare_constant(b, "EQ", x, 0), x, hlo_binary(b, "atan2", x, cos_part));
 }
 
 /* atan2(cos_part, x) for x of either sign, exactly pi/2 at x = 0. */
 static hlo_value acos_angle(hlo_builder* b, hlo_value x, hlo_value cos_part) {
-  return hlo_select(b, cmp(b, "EQ", x, 0), con(b, x, HALF_PI), hlo_binary(b, "atan2", cos_part, x));
+  return hlo_select(b, hlo_compare_constant(b, "EQ", x, 0), hlo_constant_like(b, x, HALF_PI),
+                    hlo_binary(b, "atan2", cos_part, x));
 }
 
 hlo_value hlo_complex_asin(hlo_builder* b, hlo_value z) {
@@ -221,25 +225,32 @@ hlo_value hlo_complex_acosh(hlo_builder* b, hlo_value z) {
  * negligible beside |z|^2: x / |z|^2 and (pi - atan2(2y, |z|^2)) / 2, both
  * scaled by the larger part. */
 static parts_pair atanh_first_quadrant(hlo_builder* b, hlo_value x, hlo_value y) {
-  hlo_value one = con(b, x, 1), omx = sub(b, one, x), y2 = mul(b, y, y);
-  hlo_value q = add(b, mul(b, omx, omx), y2);
-  hlo_value re = mul(b, hlo_unary(b, "log_plus_one", quo(b, mul(b, con(b, x, 4), x), q)), con(b, x, 0.25));
-  hlo_value logs = sub(b, log_hypot(b, add(b, one, x), y), log_hypot(b, hlo_unary(b, "abs", omx), y));
-  re = hlo_select(b, cmp(b, "LT", q, 1e-8), mul(b, logs, con(b, x, 0.5)), re);
-  hlo_value im = hlo_binary(b, "atan2", add(b, y, y), sub(b, mul(b, omx, add(b, one, x)), y2));
-  im = mul(b, im, con(b, im, 0.5));
+  hlo_value one = hlo_constant_like(b, x, 1), omx = hlo_subtract(b, one, x), y2 = hlo_multiply(b, y, y);
+  hlo_value q = hlo_add(b, hlo_multiply(b, omx, omx), y2);
+  hlo_value re = hlo_multiply(
+      b, hlo_unary(b, "log_plus_one", hlo_divide(b, hlo_multiply(b, hlo_constant_like(b, x, 4), x), q)),
+      hlo_constant_like(b, x, 0.25));
+  hlo_value logs =
+      hlo_subtract(b, log_hypot(b, hlo_add(b, one, x), y), log_hypot(b, hlo_unary(b, "abs", omx), y));
+  re = hlo_select(b, hlo_compare_constant(b, "LT", q, 1e-8),
+                  hlo_multiply(b, logs, hlo_constant_like(b, x, 0.5)), re);
+  hlo_value im =
+      hlo_binary(b, "atan2", hlo_add(b, y, y), hlo_subtract(b, hlo_multiply(b, omx, hlo_add(b, one, x)), y2));
+  im = hlo_multiply(b, im, hlo_constant_like(b, im, 0.5));
 
   /* |z|^2 / m = m + n (n / m), for the larger part m and the smaller n */
   hlo_value m = hlo_min_max(b, "maximum", x, y, false), n = hlo_min_max(b, "minimum", x, y, false);
-  hlo_value norm_m = add(b, m, mul(b, n, quo(b, n, m)));
-  hlo_value far_re = mul(b, quo(b, x, m), quo(b, con(b, m, 1), norm_m));
-  hlo_value far_im = hlo_binary(b, "atan2", add(b, quo(b, y, m), quo(b, y, m)), norm_m);
-  far_im = mul(b, sub(b, con(b, y, M_PI), far_im), con(b, y, 0.5));
+  hlo_value norm_m = hlo_add(b, m, hlo_multiply(b, n, hlo_divide(b, n, m)));
+  hlo_value far_re = hlo_multiply(b, hlo_divide(b, x, m), hlo_divide(b, hlo_constant_like(b, m, 1), norm_m));
+  hlo_value far_im = hlo_binary(b, "atan2", hlo_add(b, hlo_divide(b, y, m), hlo_divide(b, y, m)), norm_m);
+  far_im =
+      hlo_multiply(b, hlo_subtract(b, hlo_constant_like(b, y, M_PI), far_im), hlo_constant_like(b, y, 0.5));
   hlo_value infinite = any2(b, is_inf(b, x), is_inf(b, y));
-  far_re = hlo_select(b, infinite, con(b, x, 0), far_re);
-  far_im = hlo_select(b, infinite, hlo_select(b, is_nan(b, y), y, con(b, y, HALF_PI)), far_im);
-  hlo_value huge = any2(b, cmp(b, "GT", x, HUGE_PART), cmp(b, "GT", y, HUGE_PART));
-  re = hlo_select(b, cmp(b, "EQ", x, 0), x, hlo_select(b, huge, far_re, re));
+  far_re = hlo_select(b, infinite, hlo_constant_like(b, x, 0), far_re);
+  far_im = hlo_select(b, infinite, hlo_select(b, is_nan(b, y), y, hlo_constant_like(b, y, HALF_PI)), far_im);
+  hlo_value huge =
+      any2(b, hlo_compare_constant(b, "GT", x, HUGE_PART), hlo_compare_constant(b, "GT", y, HUGE_PART));
+  re = hlo_select(b, hlo_compare_constant(b, "EQ", x, 0), x, hlo_select(b, huge, far_re, re));
   return (parts_pair){re, hlo_select(b, huge, far_im, im)};
 }
 
@@ -259,9 +270,10 @@ hlo_value hlo_complex_atan(hlo_builder* b, hlo_value z) {
 /* e^w's parts where w's real part is +inf, as cexp gives them: +inf cis(y),
  * a zero y kept. */
 static parts_pair exp_at_infinity(hlo_builder* b, hlo_value w) {
-  hlo_value y = hlo_imag(b, w), inf = con(b, y, INFINITY);
-  hlo_value im = hlo_select(b, cmp(b, "EQ", y, 0), y, mul(b, inf, hlo_unary(b, "sine", y)));
-  return (parts_pair){mul(b, inf, hlo_unary(b, "cosine", y)), im};
+  hlo_value y = hlo_imag(b, w), inf = hlo_constant_like(b, y, INFINITY);
+  hlo_value im =
+      hlo_select(b, hlo_compare_constant(b, "EQ", y, 0), y, hlo_multiply(b, inf, hlo_unary(b, "sine", y)));
+  return (parts_pair){hlo_multiply(b, inf, hlo_unary(b, "cosine", y)), im};
 }
 
 /* log(e^x + e^y) as PyTorch's CPU kernel computes it: max + log1p(e^(min -
@@ -275,23 +287,26 @@ hlo_value hlo_complex_logaddexp(hlo_builder* b, hlo_value x, hlo_value y) {
   hlo_value x_first = hlo_compare(b, "LT", xr, yr);
   hlo_value lo = hlo_select(b, x_first, x, y), hi = hlo_select(b, x_first, y, x);
   hlo_value lo_r = hlo_real(b, lo), hi_r = hlo_real(b, hi);
-  hlo_value r = add(b, hlo_unary(b, "log_plus_one", hlo_unary(b, "exponential", sub(b, lo, hi))), hi);
+  hlo_value r =
+      hlo_add(b, hlo_unary(b, "log_plus_one", hlo_unary(b, "exponential", hlo_subtract(b, lo, hi))), hi);
 
-  hlo_value turn = sub(b, hlo_imag(b, lo), hlo_imag(b, hi)), zero = con(b, turn, 0);
-  hlo_value vanishing =
-      hlo_complex(b, mul(b, zero, hlo_unary(b, "cosine", turn)), mul(b, zero, hlo_unary(b, "sine", turn)));
-  hlo_value lo_vanishes = hlo_binary(b, "and", cmp(b, "EQ", lo_r, -INFINITY), cmp(b, "GT", hi_r, -INFINITY));
-  r = hlo_select(b, hlo_binary(b, "and", lo_vanishes, hlo_unary(b, "not", is_inf(b, hi_r))), add(b, hi, vanishing), r);
+  hlo_value turn = hlo_subtract(b, hlo_imag(b, lo), hlo_imag(b, hi)), zero = hlo_constant_like(b, turn, 0);
+  hlo_value vanishing = hlo_complex(b, hlo_multiply(b, zero, hlo_unary(b, "cosine", turn)),
+                                    hlo_multiply(b, zero, hlo_unary(b, "sine", turn)));
+  hlo_value lo_vanishes = hlo_binary(b, "and", hlo_compare_constant(b, "EQ", lo_r, -INFINITY),
+                                     hlo_compare_constant(b, "GT", hi_r, -INFINITY));
+  r = hlo_select(b, hlo_binary(b, "and", lo_vanishes, hlo_unary(b, "not", is_inf(b, hi_r))),
+                 hlo_add(b, hi, vanishing), r);
 
   parts_pair e_lo = exp_at_infinity(b, lo), e_hi = exp_at_infinity(b, hi);
   /* the sum's parts are infinite or NaN: clog's real part is +inf beside
    * an infinite one, else NaN, as the hypot is */
-  hlo_value sum_re = add(b, e_lo.re, e_hi.re), sum_im = add(b, e_lo.im, e_hi.im);
+  hlo_value sum_re = hlo_add(b, e_lo.re, e_hi.re), sum_im = hlo_add(b, e_lo.im, e_hi.im);
   hlo_value both_up = hlo_complex(b, hlo_hypot(b, sum_re, sum_im), hlo_binary(b, "atan2", sum_im, sum_re));
   hlo_value infinite = hlo_binary(b, "and", is_inf(b, lo_r), hlo_compare(b, "EQ", lo_r, hi_r));
-  r = hlo_select(b, infinite, hlo_select(b, cmp(b, "LT", lo_r, 0), lo, both_up), r);
+  r = hlo_select(b, infinite, hlo_select(b, hlo_compare_constant(b, "LT", lo_r, 0), lo, both_up), r);
 
   hlo_value nan = any2(b, any2(b, is_nan(b, xr), is_nan(b, hlo_imag(b, x))),
                        any2(b, is_nan(b, yr), is_nan(b, hlo_imag(b, y))));
-  return hlo_select(b, nan, hlo_complex(b, con(b, xr, NAN), con(b, xr, NAN)), r);
+  return hlo_select(b, nan, hlo_complex(b, hlo_constant_like(b, xr, NAN), hlo_constant_like(b, xr, NAN)), r);
 }

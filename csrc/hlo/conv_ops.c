@@ -470,7 +470,3 @@ void hlo_reduce_window_argmax(hlo_builder* b, hlo_value x, hlo_value index, hlo_
   *out_values = r;
   *out_indices = r + 1;
 }
-
-hlo_value hlo_binary_constant(hlo_builder* b, const char* op, hlo_value x, double k) {
-  return hlo_binary(b, op, x, hlo_constant_like(b, x, k));
-}

@@ -64,10 +64,6 @@ void hlo_reduce_window_argmax(hlo_builder* b, hlo_value x, hlo_value index, hlo_
                               hlo_value index_init, const hlo_window* w, hlo_value* out_values,
                               hlo_value* out_indices);
 
-/* x `op` k, k a constant of x's dtype (the index arithmetic of windows
- * and resampling). */
-hlo_value hlo_binary_constant(hlo_builder* b, const char* op, hlo_value x, double k);
-
 #ifdef __cplusplus
 }
 #endif

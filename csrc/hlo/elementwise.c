@@ -143,6 +143,19 @@ hlo_value hlo_compare(hlo_builder* b, const char* direction, hlo_value x, hlo_va
   return emit_op(b, "stablehlo.compare", operands, 2, attrs, t);
 }
 
+hlo_value hlo_add(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "add", x, y); }
+hlo_value hlo_subtract(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "subtract", x, y); }
+hlo_value hlo_multiply(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "multiply", x, y); }
+hlo_value hlo_divide(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "divide", x, y); }
+
+hlo_value hlo_binary_constant(hlo_builder* b, const char* op, hlo_value x, double k) {
+  return hlo_binary(b, op, x, hlo_constant_like(b, x, k));
+}
+
+hlo_value hlo_compare_constant(hlo_builder* b, const char* direction, hlo_value x, double k) {
+  return hlo_compare(b, direction, x, hlo_constant_like(b, x, k));
+}
+
 hlo_value hlo_select(hlo_builder* b, hlo_value pred, hlo_value on_true, hlo_value on_false) {
   hlo_value operands[3] = {pred, on_true, on_false};
   if (!values_valid(b, operands, 3) || !same_types(b, "select", on_true, on_false)) return HLO_INVALID;

@@ -44,12 +44,6 @@ hlo_value hlo_table_lookup(hlo_builder* b, hlo_value table, hlo_value index) {
   return hlo_gather(b, table, index, &g, result);
 }
 
-static hlo_value plus(hlo_builder* b, hlo_value x, double c) {
-  return hlo_binary(b, "add", x, hlo_constant_like(b, x, c));
-}
-static hlo_value times(hlo_builder* b, hlo_value x, double c) {
-  return hlo_binary(b, "multiply", x, hlo_constant_like(b, x, c));
-}
 static hlo_value where_c(hlo_builder* b, const char* direction, hlo_value x, double c, hlo_value then,
                          hlo_value otherwise) {
   return hlo_select(b, hlo_compare(b, direction, x, hlo_constant_like(b, x, c)), then, otherwise);
@@ -62,7 +56,8 @@ static hlo_value erfcx_table(hlo_builder* b, hlo_value v) {
   tpu_dtype t = hlo_type_of(b, v)->dtype;
   hlo_value k = hlo_unary(b, "floor", v);
   k = hlo_binary(b, "minimum", hlo_binary(b, "maximum", k, hlo_constant_like(b, k, 0)), hlo_constant_like(b, k, 99));
-  hlo_value u = hlo_binary(b, "subtract", times(b, v, 2), plus(b, times(b, k, 2), 1));
+  hlo_value u = hlo_binary(b, "subtract", hlo_binary_constant(b, "multiply", v, 2),
+                           hlo_binary_constant(b, "add", hlo_binary_constant(b, "multiply", k, 2), 1));
   hlo_value index = hlo_convert(b, k, TPU_I32);
   hlo_value r = HLO_INVALID;
   for (int j = 6; j >= 0; j--) {
@@ -75,14 +70,19 @@ static hlo_value erfcx_table(hlo_builder* b, hlo_value v) {
 hlo_value hlo_erfcx(hlo_builder* b, hlo_value x) {
   const double inv_sqrt_pi = 0.56418958354775628694807945156;
   hlo_value ax = hlo_unary(b, "abs", x);
-  hlo_value table = erfcx_table(b, hlo_binary(b, "divide", hlo_constant_like(b, x, 400), plus(b, ax, 4)));
+  hlo_value table = erfcx_table(
+      b, hlo_binary(b, "divide", hlo_constant_like(b, x, 400), hlo_binary_constant(b, "add", ax, 4)));
   hlo_value x2 = hlo_binary(b, "multiply", x, x);
-  hlo_value num = plus(b, hlo_binary(b, "multiply", x2, plus(b, x2, 4.5)), 2);
-  hlo_value den = hlo_binary(b, "multiply", x, plus(b, hlo_binary(b, "multiply", x2, plus(b, x2, 5)), 3.75));
-  hlo_value fraction = times(b, hlo_binary(b, "divide", num, den), inv_sqrt_pi);
+  hlo_value num =
+      hlo_binary_constant(b, "add", hlo_binary(b, "multiply", x2, hlo_binary_constant(b, "add", x2, 4.5)), 2);
+  hlo_value den =
+      hlo_binary(b, "multiply", x,
+                 hlo_binary_constant(
+                     b, "add", hlo_binary(b, "multiply", x2, hlo_binary_constant(b, "add", x2, 5)), 3.75));
+  hlo_value fraction = hlo_binary_constant(b, "multiply", hlo_binary(b, "divide", num, den), inv_sqrt_pi);
   fraction = where_c(b, "GT", x, 5e7, hlo_binary(b, "divide", hlo_constant_like(b, x, inv_sqrt_pi), x), fraction);
   hlo_value positive = where_c(b, "GT", x, 50, fraction, table);
-  hlo_value twice = times(b, hlo_unary(b, "exponential", x2), 2);
+  hlo_value twice = hlo_binary_constant(b, "multiply", hlo_unary(b, "exponential", x2), 2);
   hlo_value negative = where_c(b, "LT", x, -6.1, twice, hlo_binary(b, "subtract", twice, table));
   negative = where_c(b, "LT", x, -26.7, hlo_constant_like(b, x, INFINITY), negative);
   hlo_value v = where_c(b, "GE", x, 0, positive, negative);

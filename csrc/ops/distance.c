@@ -38,10 +38,6 @@ static hlo_value differences(tpu_lowering* l, int first, int second, const hlo_t
   return hlo_binary(b, "subtract", a, c);
 }
 
-static hlo_value powc(hlo_builder* b, hlo_value x, double e) {
-  return hlo_binary(b, "power", x, hlo_constant_like(b, x, e));
-}
-
 /* The p-norm of each pair's difference: [.., P, R, M] -> [.., P, R]. */
 static hlo_value pair_norms(hlo_builder* b, hlo_value diff, double p) {
   int64_t last = hlo_type_of(b, diff)->rank - 1;
@@ -77,7 +73,8 @@ static hlo_value x1_gradient(hlo_builder* b, hlo_value diff, hlo_value dist, hlo
     part = hlo_binary(b, "divide", diff, dist);
   else
     part = hlo_select(b, hlo_compare(b, "EQ", abs, zero), zero,
-                      hlo_binary(b, "multiply", sign, powc(b, hlo_binary(b, "divide", abs, dist), p - 1)));
+                      hlo_binary(b, "multiply", sign,
+                                 hlo_binary_constant(b, "power", hlo_binary(b, "divide", abs, dist), p - 1)));
   part = hlo_select(b, hlo_compare(b, "EQ", dist, zero), zero, hlo_binary(b, "multiply", part, grad));
   int64_t rows = r - 1; /* x2's rows, R */
   return hlo_reduce(b, part, hlo_constant(b, shape.dtype, 0), "add", &rows, 1);

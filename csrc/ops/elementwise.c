@@ -31,10 +31,6 @@ static hlo_value filled_like(hlo_builder* b, hlo_value x, tpu_dtype dtype, doubl
   return hlo_filled(b, dtype, t->rank, t->dims, value);
 }
 
-static hlo_value compare_c(hlo_builder* b, const char* direction, hlo_value x, double c) {
-  return hlo_compare(b, direction, x, hlo_constant_like(b, x, c));
-}
-
 /* Table entries start with their op name; finds one by the lowering's op. */
 static const void* find_op(tpu_lowering* l, const void* table, size_t count, size_t stride) {
   const char* name = tpu_lower_op_name(l);
@@ -158,7 +154,7 @@ static hlo_value shift_right(hlo_builder* b, hlo_value x, hlo_value y) {
  * is 0 unless y is NaN. */
 static hlo_value x_times_log(hlo_builder* b, hlo_value x, hlo_value y, const char* log) {
   hlo_value product = hlo_binary(b, "multiply", x, hlo_unary(b, log, y));
-  hlo_value zero = hlo_binary(b, "and", compare_c(b, "EQ", x, 0), hlo_compare(b, "EQ", y, y));
+  hlo_value zero = hlo_binary(b, "and", hlo_compare_constant(b, "EQ", x, 0), hlo_compare(b, "EQ", y, y));
   return hlo_select(b, zero, hlo_constant_like(b, product, 0), product);
 }
 static hlo_value xlogy_fn(hlo_builder* b, hlo_value x, hlo_value y) { return x_times_log(b, x, y, "log"); }
@@ -167,8 +163,8 @@ static hlo_value xlog1py_fn(hlo_builder* b, hlo_value x, hlo_value y) { return x
 /* heaviside(x, values): values where x is 0, else 1 where x > 0 and 0
  * elsewhere (NaN included), as PyTorch's kernel compares. */
 static hlo_value heaviside_fn(hlo_builder* b, hlo_value x, hlo_value values) {
-  hlo_value step = hlo_convert(b, compare_c(b, "GT", x, 0), hlo_type_of(b, x)->dtype);
-  return hlo_select(b, compare_c(b, "EQ", x, 0), values, step);
+  hlo_value step = hlo_convert(b, hlo_compare_constant(b, "GT", x, 0), hlo_type_of(b, x)->dtype);
+  return hlo_select(b, hlo_compare_constant(b, "EQ", x, 0), values, step);
 }
 
 /* Unsigned integers and bools are their own absolute value; a complex
@@ -220,7 +216,7 @@ static hlo_value log_add_exp(hlo_builder* b, hlo_value x, hlo_value y, bool base
                                       hlo_constant_like(b, gap, M_LN2))
                          : hlo_unary(b, "log_plus_one", hlo_unary(b, "exponential", gap));
   hlo_value same_infinity = hlo_binary(b, "and", hlo_compare(b, "EQ", x, y),
-                                       compare_c(b, "EQ", hlo_unary(b, "abs", x), INFINITY));
+                                       hlo_compare_constant(b, "EQ", hlo_unary(b, "abs", x), INFINITY));
   return hlo_select(b, same_infinity, x, hlo_binary(b, "add", big, term));
 }
 static hlo_value logaddexp_fn(hlo_builder* b, hlo_value x, hlo_value y) { return log_add_exp(b, x, y, false); }
@@ -235,9 +231,9 @@ static hlo_value pow_fn(hlo_builder* b, hlo_value x, hlo_value y) {
   hlo_value one = hlo_constant_like(b, x, 1), zero = hlo_constant_like(b, x, 0);
   hlo_value odd = hlo_compare(b, "NE", hlo_binary(b, "and", y, one), zero);
   hlo_value minus_one = hlo_select(b, odd, hlo_constant_like(b, x, -1), one);
-  hlo_value fraction = hlo_select(b, compare_c(b, "EQ", x, 1), one,
-                                  hlo_select(b, compare_c(b, "EQ", x, -1), minus_one, zero));
-  return hlo_select(b, compare_c(b, "LT", y, 0), fraction, power);
+  hlo_value fraction = hlo_select(b, hlo_compare_constant(b, "EQ", x, 1), one,
+                                  hlo_select(b, hlo_compare_constant(b, "EQ", x, -1), minus_one, zero));
+  return hlo_select(b, hlo_compare_constant(b, "LT", y, 0), fraction, power);
 }
 
 /* Each op is one StableHLO op (hlo) or a composite (fn). */
@@ -389,7 +385,7 @@ static hlo_value sgn_fn(hlo_builder* b, hlo_value x) {
 static hlo_value isnan_fn(hlo_builder* b, hlo_value x) { return hlo_compare(b, "NE", x, x); }
 static hlo_value infinity_test(hlo_builder* b, hlo_value x, double inf) {
   if (!tpu_dtype_is_float(hlo_type_of(b, x)->dtype)) return filled_like(b, x, TPU_BOOL, 0);
-  return compare_c(b, "EQ", x, inf);
+  return hlo_compare_constant(b, "EQ", x, inf);
 }
 static hlo_value isinf_fn(hlo_builder* b, hlo_value x) {
   /* abs first (StableHLO has no abs of unsigned); a complex number by its
@@ -414,7 +410,7 @@ static hlo_value special(hlo_builder* b, const char* op, hlo_value n, hlo_value 
   }
   hlo_value r = hlo_chlo(b, op, operands, n != HLO_INVALID ? 2 : 1);
   if (!strcmp(op, "digamma"))
-    r = hlo_select(b, compare_c(b, "EQ", operands[0], 0),
+    r = hlo_select(b, hlo_compare_constant(b, "EQ", operands[0], 0),
                    hlo_binary(b, "divide", hlo_constant_like(b, r, -1), operands[0]), r);
   return hlo_convert(b, r, t);
 }
@@ -424,15 +420,15 @@ static hlo_value digamma_fn(hlo_builder* b, hlo_value x) { return special(b, "di
 /* -x log(x): 0 at 0, -inf below it (special.entr). */
 static hlo_value entr_fn(hlo_builder* b, hlo_value x) {
   hlo_value value = hlo_unary(b, "negate", hlo_binary(b, "multiply", x, hlo_unary(b, "log", x)));
-  value = hlo_select(b, compare_c(b, "EQ", x, 0), hlo_constant_like(b, x, 0), value);
-  return hlo_select(b, compare_c(b, "LT", x, 0), hlo_constant_like(b, x, -INFINITY), value);
+  value = hlo_select(b, hlo_compare_constant(b, "EQ", x, 0), hlo_constant_like(b, x, 0), value);
+  return hlo_select(b, hlo_compare_constant(b, "LT", x, 0), hlo_constant_like(b, x, -INFINITY), value);
 }
 
 /* sin(pi x) / (pi x), and 1 at 0. */
 static hlo_value sinc_fn(hlo_builder* b, hlo_value x) {
   hlo_value product = hlo_binary(b, "multiply", x, hlo_constant_like(b, x, M_PI));
   hlo_value ratio = hlo_binary(b, "divide", hlo_unary(b, "sine", product), product);
-  return hlo_select(b, compare_c(b, "EQ", x, 0), hlo_constant_like(b, x, 1), ratio);
+  return hlo_select(b, hlo_compare_constant(b, "EQ", x, 0), hlo_constant_like(b, x, 1), ratio);
 }
 
 static const struct unary_op {
@@ -556,8 +552,10 @@ static tpu_status lower_nan_to_num(tpu_lowering* l) {
     double big = max_finite(t);
     hlo_value r = hlo_select(b, hlo_compare(b, "NE", x, x),
                              hlo_constant_like(b, x, tpu_lower_float(l, 1, 0.0)), x);
-    r = hlo_select(b, compare_c(b, "EQ", x, INFINITY), hlo_constant_like(b, x, tpu_lower_float(l, 2, big)), r);
-    x = hlo_select(b, compare_c(b, "EQ", x, -INFINITY), hlo_constant_like(b, x, tpu_lower_float(l, 3, -big)), r);
+    r = hlo_select(b, hlo_compare_constant(b, "EQ", x, INFINITY),
+                   hlo_constant_like(b, x, tpu_lower_float(l, 2, big)), r);
+    x = hlo_select(b, hlo_compare_constant(b, "EQ", x, -INFINITY),
+                   hlo_constant_like(b, x, tpu_lower_float(l, 3, -big)), r);
   }
   tpu_lower_set_output(l, 0, x);
   return NULL;
@@ -629,7 +627,7 @@ static tpu_status lower_frexp(tpu_lowering* l) {
  * and both zeros are 0. */
 static hlo_value float_order(hlo_builder* b, hlo_value bits, float_bits f) {
   hlo_value magnitude = hlo_binary(b, "and", bits, bits_like(b, bits, ((int64_t)1 << (f.exponent + f.mantissa)) - 1));
-  return hlo_select(b, compare_c(b, "LT", bits, 0), hlo_unary(b, "negate", magnitude), magnitude);
+  return hlo_select(b, hlo_compare_constant(b, "LT", bits, 0), hlo_unary(b, "negate", magnitude), magnitude);
 }
 
 /* nextafter(self, other): the float after self toward other; other itself
@@ -653,8 +651,9 @@ static tpu_status lower_nextafter(tpu_lowering* l) {
   hlo_value step = hlo_select(b, hlo_compare(b, "LT", from, to), bits_like(b, from, 1), bits_like(b, from, -1));
   hlo_value next = hlo_binary(b, "add", from, step);
   /* back to sign and magnitude; a step onto zero keeps self's sign */
-  hlo_value negative = hlo_binary(b, "or", compare_c(b, "LT", next, 0),
-                                  hlo_binary(b, "and", compare_c(b, "EQ", next, 0), compare_c(b, "LT", bits[0], 0)));
+  hlo_value negative = hlo_binary(b, "or", hlo_compare_constant(b, "LT", next, 0),
+                                  hlo_binary(b, "and", hlo_compare_constant(b, "EQ", next, 0),
+                                             hlo_compare_constant(b, "LT", bits[0], 0)));
   hlo_value magnitude = hlo_unary(b, "abs", next);
   hlo_value result = hlo_select(b, negative, hlo_binary(b, "or", magnitude, bits_like(b, next, -((int64_t)1 << (f.exponent + f.mantissa)))),
                                 magnitude);

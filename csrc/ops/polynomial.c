@@ -78,10 +78,6 @@ static const polynomial polynomials[] = {
      CHEBYSHEV_RECURRENCE},
 };
 
-static hlo_value cmp_c(hlo_builder* b, const char* direction, hlo_value x, double c) {
-  return hlo_compare(b, direction, x, hlo_constant_like(b, x, c));
-}
-
 static hlo_value and_(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "and", x, y); }
 
 /* a n + c for an i64 value n, converted to float type `t`. */
@@ -107,7 +103,7 @@ static hlo_value end_value_of(hlo_builder* b, end_value which, hlo_value n, bool
   hlo_value v = which == END_N_PLUS_1 ? affine(b, n, 1, 1, t) : which == END_2N_PLUS_1 ? affine(b, n, 2, 1, t)
                                                                                       : affine(b, n, 0, 1, t);
   if (!alternating) return v;
-  hlo_value odd = cmp_c(b, "NE", hlo_binary(b, "remainder", n, hlo_constant_like(b, n, 2)), 0);
+  hlo_value odd = hlo_compare_constant(b, "NE", hlo_binary(b, "remainder", n, hlo_constant_like(b, n, 2)), 0);
   return hlo_select(b, odd, hlo_unary(b, "negate", v), v);
 }
 
@@ -124,19 +120,22 @@ static hlo_value trigonometric(hlo_builder* b, const polynomial* p, hlo_value x,
     hlo_value n1 = affine(b, n, 1, 1, t), angle = hlo_binary(b, "multiply", n1, theta);
     hlo_value s = hlo_unary(b, "sine", theta);
     hlo_value at_end = hlo_binary(b, "divide", hlo_binary(b, "multiply", n1, hlo_unary(b, "cosine", angle)), y);
-    return hlo_select(b, cmp_c(b, "NE", s, 0), hlo_binary(b, "divide", hlo_unary(b, "sine", angle), s), at_end);
+    return hlo_select(b, hlo_compare_constant(b, "NE", s, 0),
+                      hlo_binary(b, "divide", hlo_unary(b, "sine", angle), s), at_end);
   }
   case KIND_V: {
     hlo_value v = hlo_binary(b, "divide", hlo_unary(b, "cosine", hlo_binary(b, "multiply", n_half, theta)),
                              hlo_unary(b, "cosine", half));
-    return hlo_select(b, cmp_c(b, "NE", hlo_unary(b, "sine", half), 1), v, end_value_of(b, p->lower, n, true, t));
+    return hlo_select(b, hlo_compare_constant(b, "NE", hlo_unary(b, "sine", half), 1), v,
+                      end_value_of(b, p->lower, n, true, t));
   }
   default: { /* KIND_W; where cos(t/2) rounds to 1 the CPU takes an end's value */
     hlo_value w = hlo_binary(b, "divide", hlo_unary(b, "sine", hlo_binary(b, "multiply", n_half, theta)),
                              hlo_unary(b, "sine", half));
     hlo_value end = end_value_of(b, p->lower, n, true, t);
-    if (!p->shifted) end = hlo_select(b, cmp_c(b, "GT", x, 0), end_value_of(b, p->upper, n, false, t), end);
-    return hlo_select(b, cmp_c(b, "NE", hlo_unary(b, "cosine", half), 1), w, end);
+    if (!p->shifted)
+      end = hlo_select(b, hlo_compare_constant(b, "GT", x, 0), end_value_of(b, p->upper, n, false, t), end);
+    return hlo_select(b, hlo_compare_constant(b, "NE", hlo_unary(b, "cosine", half), 1), w, end);
   }
   }
 }
@@ -174,7 +173,8 @@ static void recurrence_step(hlo_builder* b, hlo_value step, const hlo_value* in,
 /* n as an integer: toward zero, -1 where the CPU's cast gives a negative
  * number (NaN, inf, beyond int64). */
 static hlo_value degree(hlo_builder* b, hlo_value n) {
-  hlo_value fits = and_(b, hlo_compare(b, "EQ", n, n), cmp_c(b, "LT", hlo_unary(b, "abs", n), 9.2e18));
+  hlo_value fits =
+      and_(b, hlo_compare(b, "EQ", n, n), hlo_compare_constant(b, "LT", hlo_unary(b, "abs", n), 9.2e18));
   return hlo_convert(b, hlo_select(b, fits, n, hlo_constant_like(b, n, -1)), TPU_I64);
 }
 
@@ -186,15 +186,17 @@ static hlo_value evaluate(hlo_builder* b, const polynomial* p, hlo_value x, hlo_
   hlo_value y = p->shifted ? hlo_binary(b, "subtract", hlo_binary(b, "add", x, x), hlo_constant_like(b, x, 1)) : x;
   hlo_value no = hlo_filled(b, TPU_BOOL, shape.rank, shape.dims, 0);
 
-  hlo_value at_upper = p->upper ? cmp_c(b, "EQ", x, p->upper_at) : no;
-  hlo_value at_lower = p->lower ? cmp_c(b, "EQ", x, p->lower_at) : no;
-  hlo_value trig = p->kind ? and_(b, cmp_c(b, "GT", n, p->trig_above), cmp_c(b, "LT", hlo_unary(b, "abs", y), 1)) : no;
+  hlo_value at_upper = p->upper ? hlo_compare_constant(b, "EQ", x, p->upper_at) : no;
+  hlo_value at_lower = p->lower ? hlo_compare_constant(b, "EQ", x, p->lower_at) : no;
+  hlo_value trig = p->kind ? and_(b, hlo_compare_constant(b, "GT", n, p->trig_above),
+                                  hlo_compare_constant(b, "LT", hlo_unary(b, "abs", y), 1))
+                           : no;
   hlo_value limit = no;
-  if (p->hermite_limit) limit = cmp_c(b, "GT", n, t == TPU_F64 ? 512 : 128);
+  if (p->hermite_limit) limit = hlo_compare_constant(b, "GT", n, t == TPU_F64 ? 512 : 128);
   hlo_value direct = hlo_binary(b, "or", hlo_binary(b, "or", at_upper, at_lower), hlo_binary(b, "or", trig, limit));
 
   /* The loop runs to the largest n - 1 among the elements that need it. */
-  hlo_value needs = and_(b, cmp_c(b, "GE", n, 2), hlo_unary(b, "not", direct));
+  hlo_value needs = and_(b, hlo_compare_constant(b, "GE", n, 2), hlo_unary(b, "not", direct));
   hlo_value steps = hlo_select(b, needs, hlo_binary(b, "subtract", n, hlo_constant_like(b, n, 1)),
                                hlo_constant_like(b, n, 0));
   int64_t all[TPU_MAX_RANK];
@@ -207,12 +209,12 @@ static hlo_value evaluate(hlo_builder* b, const polynomial* p, hlo_value x, hlo_
   init[VARIABLE] = linear(b, y, p->u_scale, p->u_shift);
   hlo_counted_loop(b, steps, init, CARRIED, recurrence_step, p, done);
 
-  hlo_value r = hlo_select(b, cmp_c(b, "EQ", n, 0), hlo_constant_like(b, x, 1), done[CURRENT]);
+  hlo_value r = hlo_select(b, hlo_compare_constant(b, "EQ", n, 0), hlo_constant_like(b, x, 1), done[CURRENT]);
   if (p->kind) r = hlo_select(b, trig, trigonometric(b, p, x, y, n, t), r);
   if (p->hermite_limit) r = hlo_select(b, limit, hlo_constant_like(b, x, NAN), r);
   if (p->lower) r = hlo_select(b, at_lower, end_value_of(b, p->lower, n, true, t), r);
   if (p->upper) r = hlo_select(b, at_upper, end_value_of(b, p->upper, n, false, t), r);
-  return hlo_select(b, cmp_c(b, "LT", n, 0), hlo_constant_like(b, x, 0), r);
+  return hlo_select(b, hlo_compare_constant(b, "LT", n, 0), hlo_constant_like(b, x, 0), r);
 }
 
 /* special_*_polynomial_*(x, n) and its out= form (the x_scalar and

@@ -35,20 +35,12 @@ static const series K1_A = SERIES(k1_a), K1_B = SERIES(k1_b);
 
 /* ---- arithmetic shorthands ---- */
 
-static hlo_value c_like(hlo_builder* b, hlo_value like, double v) { return hlo_constant_like(b, like, v); }
-static hlo_value add(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "add", x, y); }
-static hlo_value sub(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "subtract", x, y); }
-static hlo_value mul(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "multiply", x, y); }
-static hlo_value dvd(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "divide", x, y); }
-static hlo_value add_c(hlo_builder* b, hlo_value x, double c) { return add(b, x, c_like(b, x, c)); }
-static hlo_value mul_c(hlo_builder* b, hlo_value x, double c) { return mul(b, x, c_like(b, x, c)); }
-static hlo_value c_div(hlo_builder* b, double c, hlo_value x) { return dvd(b, c_like(b, x, c), x); }
-static hlo_value cmp_c(hlo_builder* b, const char* direction, hlo_value x, double c) {
-  return hlo_compare(b, direction, x, c_like(b, x, c));
+static hlo_value c_div(hlo_builder* b, double c, hlo_value x) {
+  return hlo_divide(b, hlo_constant_like(b, x, c), x);
 }
 /* where(pred, c, x): an edge value replacing the computed one. */
 static hlo_value edge(hlo_builder* b, hlo_value pred, double c, hlo_value x) {
-  return hlo_select(b, pred, c_like(b, x, c), x);
+  return hlo_select(b, pred, hlo_constant_like(b, x, c), x);
 }
 static hlo_value negate_where(hlo_builder* b, hlo_value pred, hlo_value x) {
   return hlo_select(b, pred, hlo_unary(b, "negate", x), x);
@@ -68,8 +60,8 @@ static const double* series_terms(hlo_builder* b, hlo_value x, const series* s, 
 static hlo_value polynomial(hlo_builder* b, hlo_value z, const series* s) {
   int n;
   const double* c = series_terms(b, z, s, &n);
-  hlo_value r = c_like(b, z, c[0]);
-  for (int i = 1; i < n; i++) r = add_c(b, mul(b, r, z), c[i]);
+  hlo_value r = hlo_constant_like(b, z, c[0]);
+  for (int i = 1; i < n; i++) r = hlo_binary_constant(b, "add", hlo_multiply(b, r, z), c[i]);
   return r;
 }
 
@@ -79,18 +71,18 @@ static hlo_value polynomial(hlo_builder* b, hlo_value z, const series* s) {
 static hlo_value chebyshev(hlo_builder* b, hlo_value y, const series* s) {
   int n;
   const double* c = series_terms(b, y, s, &n);
-  hlo_value b0 = c_like(b, y, c[0]), b1 = c_like(b, y, 0), b2 = b1;
+  hlo_value b0 = hlo_constant_like(b, y, c[0]), b1 = hlo_constant_like(b, y, 0), b2 = b1;
   for (int i = 1; i < n; i++) {
     b2 = b1;
     b1 = b0;
-    b0 = add_c(b, sub(b, mul(b, y, b1), b2), c[i]);
+    b0 = hlo_binary_constant(b, "add", hlo_subtract(b, hlo_multiply(b, y, b1), b2), c[i]);
   }
-  return mul_c(b, sub(b, b0, b2), 0.5);
+  return hlo_binary_constant(b, "multiply", hlo_subtract(b, b0, b2), 0.5);
 }
 
 /* p(z) / q(z) for two coefficient series. */
 static hlo_value rational(hlo_builder* b, hlo_value z, const series* p, const series* q) {
-  return dvd(b, polynomial(b, z, p), polynomial(b, z, q));
+  return hlo_divide(b, polynomial(b, z, p), polynomial(b, z, q));
 }
 
 /* ---- modified Bessel functions ---- */
@@ -99,52 +91,58 @@ static hlo_value rational(hlo_builder* b, hlo_value z, const series* p, const se
  * [0, 8] and in 32/|x| - 2 above, the latter over sqrt(|x|). */
 static hlo_value bessel_i0(hlo_builder* b, hlo_value x, bool scaled) {
   hlo_value ax = fn1(b, "abs", x);
-  hlo_value near = chebyshev(b, add_c(b, mul_c(b, ax, 0.5), -2), &I0_A);
-  hlo_value far = chebyshev(b, add_c(b, c_div(b, 32, ax), -2), &I0_B);
+  hlo_value near =
+      chebyshev(b, hlo_binary_constant(b, "add", hlo_binary_constant(b, "multiply", ax, 0.5), -2), &I0_A);
+  hlo_value far = chebyshev(b, hlo_binary_constant(b, "add", c_div(b, 32, ax), -2), &I0_B);
   if (!scaled) {
     hlo_value e = fn1(b, "exponential", ax);
-    near = mul(b, e, near);
-    far = mul(b, e, far);
+    near = hlo_multiply(b, e, near);
+    far = hlo_multiply(b, e, far);
   }
-  far = dvd(b, far, fn1(b, "sqrt", ax));
-  return hlo_select(b, cmp_c(b, "LE", ax, 8), near, far);
+  far = hlo_divide(b, far, fn1(b, "sqrt", ax));
+  return hlo_select(b, hlo_compare_constant(b, "LE", ax, 8), near, far);
 }
 
 /* I1 (or exp(-|x|) I1 when `scaled`), odd in x; `a`/`far_series` are the
  * series the kernel uses (special_i1/i1e's float tables are shorter). */
 static hlo_value bessel_i1(hlo_builder* b, hlo_value x, bool scaled, const series* a, const series* far_series) {
   hlo_value ax = fn1(b, "abs", x);
-  hlo_value near = chebyshev(b, add_c(b, mul_c(b, ax, 0.5), -2), a);
-  hlo_value far = chebyshev(b, add_c(b, c_div(b, 32, ax), -2), far_series);
+  hlo_value near =
+      chebyshev(b, hlo_binary_constant(b, "add", hlo_binary_constant(b, "multiply", ax, 0.5), -2), a);
+  hlo_value far = chebyshev(b, hlo_binary_constant(b, "add", c_div(b, 32, ax), -2), far_series);
   if (scaled) {
-    near = mul(b, near, ax);
+    near = hlo_multiply(b, near, ax);
   } else {
     hlo_value e = fn1(b, "exponential", ax);
-    near = mul(b, mul(b, e, ax), near);
-    far = mul(b, e, far);
+    near = hlo_multiply(b, hlo_multiply(b, e, ax), near);
+    far = hlo_multiply(b, e, far);
   }
-  far = dvd(b, far, fn1(b, "sqrt", ax));
-  return negate_where(b, cmp_c(b, "LT", x, 0), hlo_select(b, cmp_c(b, "LE", ax, 8), near, far));
+  far = hlo_divide(b, far, fn1(b, "sqrt", ax));
+  return negate_where(b, hlo_compare_constant(b, "LT", x, 0),
+                      hlo_select(b, hlo_compare_constant(b, "LE", ax, 8), near, far));
 }
 
 /* K0 or K1 (`order`), times exp(x) when `scaled`: on (0, 2] a Chebyshev
  * series in x^2 - 2 (over x for K1) with a log(x/2) I_order(x) term, above
  * it one in 8/x - 2 over sqrt(x); +inf at 0 and NaN below. */
 static hlo_value bessel_k(hlo_builder* b, hlo_value x, int order, bool scaled) {
-  hlo_value near = chebyshev(b, add_c(b, mul(b, x, x), -2), order ? &K1_A : &K0_A);
-  hlo_value log_half = fn1(b, "log", mul_c(b, x, 0.5));
+  hlo_value near =
+      chebyshev(b, hlo_binary_constant(b, "add", hlo_multiply(b, x, x), -2), order ? &K1_A : &K0_A);
+  hlo_value log_half = fn1(b, "log", hlo_binary_constant(b, "multiply", x, 0.5));
   if (order == 0)
-    near = sub(b, near, mul(b, log_half, bessel_i0(b, x, false)));
+    near = hlo_subtract(b, near, hlo_multiply(b, log_half, bessel_i0(b, x, false)));
   else
-    near = add(b, mul(b, log_half, bessel_i1(b, x, false, &I1_A, &I1_B)), dvd(b, near, x));
-  hlo_value far = chebyshev(b, add_c(b, c_div(b, 8, x), -2), order ? &K1_B : &K0_B);
+    near =
+        hlo_add(b, hlo_multiply(b, log_half, bessel_i1(b, x, false, &I1_A, &I1_B)), hlo_divide(b, near, x));
+  hlo_value far = chebyshev(b, hlo_binary_constant(b, "add", c_div(b, 8, x), -2), order ? &K1_B : &K0_B);
   if (scaled)
-    near = mul(b, near, fn1(b, "exponential", x));
+    near = hlo_multiply(b, near, fn1(b, "exponential", x));
   else
-    far = mul(b, fn1(b, "exponential", fn1(b, "negate", x)), far);
-  far = dvd(b, far, fn1(b, "sqrt", x));
-  hlo_value r = hlo_select(b, cmp_c(b, "LE", x, 2), near, far);
-  return edge(b, cmp_c(b, "EQ", x, 0), INFINITY, edge(b, cmp_c(b, "LT", x, 0), NAN, r));
+    far = hlo_multiply(b, fn1(b, "exponential", fn1(b, "negate", x)), far);
+  far = hlo_divide(b, far, fn1(b, "sqrt", x));
+  hlo_value r = hlo_select(b, hlo_compare_constant(b, "LE", x, 2), near, far);
+  return edge(b, hlo_compare_constant(b, "EQ", x, 0), INFINITY,
+              edge(b, hlo_compare_constant(b, "LT", x, 0), NAN, r));
 }
 
 static hlo_value i0_fn(hlo_builder* b, hlo_value x) { return bessel_i0(b, x, false); }
@@ -184,41 +182,52 @@ static const bessel_order ORDER1 = {
 static hlo_value bessel_far(hlo_builder* b, hlo_value x, const bessel_order* o, bool first_kind) {
   hlo_value five_x = c_div(b, 5, x);
   /* order 0 forms 25/(x x), order 1 (5/x)(5/x), as the kernels do */
-  hlo_value w = o == &ORDER0 ? c_div(b, 25, mul(b, x, x)) : mul(b, five_x, five_x);
+  hlo_value w = o == &ORDER0 ? c_div(b, 25, hlo_multiply(b, x, x)) : hlo_multiply(b, five_x, five_x);
   hlo_value p = rational(b, w, &o->pp, &o->pq);
-  hlo_value q = mul(b, five_x, rational(b, w, &o->qp, &o->qq));
-  hlo_value angle = add_c(b, x, -o->phase);
+  hlo_value q = hlo_multiply(b, five_x, rational(b, w, &o->qp, &o->qq));
+  hlo_value angle = hlo_binary_constant(b, "add", x, -o->phase);
   hlo_value cos_a = fn1(b, "cosine", angle), sin_a = fn1(b, "sine", angle);
-  hlo_value sum = first_kind ? sub(b, mul(b, p, cos_a), mul(b, q, sin_a)) : add(b, mul(b, p, sin_a), mul(b, q, cos_a));
-  return dvd(b, mul_c(b, sum, 0.797884560802865355879892119868763737), fn1(b, "sqrt", x));
+  hlo_value sum = first_kind ? hlo_subtract(b, hlo_multiply(b, p, cos_a), hlo_multiply(b, q, sin_a))
+                             : hlo_add(b, hlo_multiply(b, p, sin_a), hlo_multiply(b, q, cos_a));
+  return hlo_divide(b, hlo_binary_constant(b, "multiply", sum, 0.797884560802865355879892119868763737),
+                    fn1(b, "sqrt", x));
 }
 
 static hlo_value bessel_j(hlo_builder* b, hlo_value x, const bessel_order* o) {
-  hlo_value ax = fn1(b, "abs", x), z = mul(b, x, x);
+  hlo_value ax = fn1(b, "abs", x), z = hlo_multiply(b, x, x);
   hlo_value r = rational(b, z, &o->rp, &o->rq);
   hlo_value near;
   if (o == &ORDER0) {
-    near = mul(b, mul(b, add_c(b, z, -o->zero1), add_c(b, z, -o->zero2)), r);
-    hlo_value tiny = sub(b, c_like(b, x, 1), mul_c(b, z, 0.25)); /* 1 - x^2/4 below 1e-5 */
-    near = hlo_select(b, cmp_c(b, "LT", ax, 0.00001), tiny, near);
+    near = hlo_multiply(b,
+                        hlo_multiply(b, hlo_binary_constant(b, "add", z, -o->zero1),
+                                     hlo_binary_constant(b, "add", z, -o->zero2)),
+                        r);
+    hlo_value tiny = hlo_subtract(b, hlo_constant_like(b, x, 1),
+                                  hlo_binary_constant(b, "multiply", z, 0.25)); /* 1 - x^2/4 below 1e-5 */
+    near = hlo_select(b, hlo_compare_constant(b, "LT", ax, 0.00001), tiny, near);
   } else {
-    near = mul(b, mul(b, mul(b, r, ax), add_c(b, z, -o->zero1)), add_c(b, z, -o->zero2));
+    near =
+        hlo_multiply(b, hlo_multiply(b, hlo_multiply(b, r, ax), hlo_binary_constant(b, "add", z, -o->zero1)),
+                     hlo_binary_constant(b, "add", z, -o->zero2));
   }
-  hlo_value v = hlo_select(b, cmp_c(b, "LE", ax, 5), near, bessel_far(b, ax, o, true));
-  return o == &ORDER0 ? v : negate_where(b, cmp_c(b, "LT", x, 0), v);
+  hlo_value v = hlo_select(b, hlo_compare_constant(b, "LE", ax, 5), near, bessel_far(b, ax, o, true));
+  return o == &ORDER0 ? v : negate_where(b, hlo_compare_constant(b, "LT", x, 0), v);
 }
 
 static hlo_value bessel_y(hlo_builder* b, hlo_value x, const bessel_order* o) {
-  hlo_value z = mul(b, x, x), log_x = fn1(b, "log", x);
+  hlo_value z = hlo_multiply(b, x, x), log_x = fn1(b, "log", x);
   hlo_value r = rational(b, z, &o->yp, &o->yq);
-  hlo_value two_pi = c_like(b, x, 0.636619772367581343075535053490057448);
+  hlo_value two_pi = hlo_constant_like(b, x, 0.636619772367581343075535053490057448);
   hlo_value near;
   if (o == &ORDER0)
-    near = add(b, r, mul(b, mul(b, two_pi, log_x), bessel_j(b, x, o)));
+    near = hlo_add(b, r, hlo_multiply(b, hlo_multiply(b, two_pi, log_x), bessel_j(b, x, o)));
   else
-    near = add(b, mul(b, x, r), mul(b, two_pi, sub(b, mul(b, bessel_j(b, x, o), log_x), c_div(b, 1, x))));
-  near = edge(b, cmp_c(b, "EQ", x, 0), -INFINITY, edge(b, cmp_c(b, "LT", x, 0), NAN, near));
-  return hlo_select(b, cmp_c(b, "LE", x, 5), near, bessel_far(b, x, o, false));
+    near = hlo_add(
+        b, hlo_multiply(b, x, r),
+        hlo_multiply(b, two_pi, hlo_subtract(b, hlo_multiply(b, bessel_j(b, x, o), log_x), c_div(b, 1, x))));
+  near = edge(b, hlo_compare_constant(b, "EQ", x, 0), -INFINITY,
+              edge(b, hlo_compare_constant(b, "LT", x, 0), NAN, near));
+  return hlo_select(b, hlo_compare_constant(b, "LE", x, 5), near, bessel_far(b, x, o, false));
 }
 
 static hlo_value j0_fn(hlo_builder* b, hlo_value x) { return bessel_j(b, x, &ORDER0); }
@@ -231,10 +240,11 @@ static const double sinc_taylor[] = {1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 
                                      -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0};
 static hlo_value spherical_j0_fn(hlo_builder* b, hlo_value x) {
   static const series taylor = SERIES(sinc_taylor);
-  hlo_value z = mul(b, x, x);
-  hlo_value near = add_c(b, mul(b, z, polynomial(b, z, &taylor)), 1);
-  hlo_value v = hlo_select(b, cmp_c(b, "LT", fn1(b, "abs", x), 0.5), near, dvd(b, fn1(b, "sine", x), x));
-  return edge(b, cmp_c(b, "EQ", fn1(b, "abs", x), INFINITY), 0, v);
+  hlo_value z = hlo_multiply(b, x, x);
+  hlo_value near = hlo_binary_constant(b, "add", hlo_multiply(b, z, polynomial(b, z, &taylor)), 1);
+  hlo_value v = hlo_select(b, hlo_compare_constant(b, "LT", fn1(b, "abs", x), 0.5), near,
+                           hlo_divide(b, fn1(b, "sine", x), x));
+  return edge(b, hlo_compare_constant(b, "EQ", fn1(b, "abs", x), INFINITY), 0, v);
 }
 
 /* ---- normal distribution ---- */
@@ -245,32 +255,38 @@ static hlo_value ndtri_fn(hlo_builder* b, hlo_value y0) {
   static const series p0 = SERIES(ndtri_p0), q0 = SERIES(ndtri_q0), p1 = SERIES(ndtri_p1),
                       q1 = SERIES(ndtri_q1), p2 = SERIES(ndtri_p2), q2 = SERIES(ndtri_q2);
   const double exp_m2 = 0.13533528323661269189; /* exp(-2) */
-  hlo_value one = c_like(b, y0, 1);
-  hlo_value upper = hlo_compare(b, "GT", y0, sub(b, one, c_like(b, y0, exp_m2)));
-  hlo_value y = hlo_select(b, upper, sub(b, one, y0), y0);
-  hlo_value h = add_c(b, y, -0.5), h2 = mul(b, h, h);
-  hlo_value middle = add(b, h, mul(b, h, dvd(b, mul(b, h2, polynomial(b, h2, &p0)), polynomial(b, h2, &q0))));
-  middle = mul_c(b, middle, 2.50662827463100050242E0);
-  hlo_value x = fn1(b, "sqrt", mul_c(b, fn1(b, "log", y), -2.0));
-  hlo_value x0 = sub(b, x, dvd(b, fn1(b, "log", x), x));
+  hlo_value one = hlo_constant_like(b, y0, 1);
+  hlo_value upper = hlo_compare(b, "GT", y0, hlo_subtract(b, one, hlo_constant_like(b, y0, exp_m2)));
+  hlo_value y = hlo_select(b, upper, hlo_subtract(b, one, y0), y0);
+  hlo_value h = hlo_binary_constant(b, "add", y, -0.5), h2 = hlo_multiply(b, h, h);
+  hlo_value middle = hlo_add(
+      b, h,
+      hlo_multiply(b, h, hlo_divide(b, hlo_multiply(b, h2, polynomial(b, h2, &p0)), polynomial(b, h2, &q0))));
+  middle = hlo_binary_constant(b, "multiply", middle, 2.50662827463100050242E0);
+  hlo_value x = fn1(b, "sqrt", hlo_binary_constant(b, "multiply", fn1(b, "log", y), -2.0));
+  hlo_value x0 = hlo_subtract(b, x, hlo_divide(b, fn1(b, "log", x), x));
   hlo_value z = c_div(b, 1, x);
   hlo_value x1 =
-      hlo_select(b, cmp_c(b, "LT", x, 8), mul(b, z, rational(b, z, &p1, &q1)), mul(b, z, rational(b, z, &p2, &q2)));
-  hlo_value tail = negate_where(b, hlo_unary(b, "not", upper), sub(b, x0, x1));
-  hlo_value v = hlo_select(b, cmp_c(b, "GT", y, exp_m2), middle, tail);
-  hlo_value outside = hlo_binary(b, "or", cmp_c(b, "LT", y0, 0), cmp_c(b, "GT", y0, 1));
+      hlo_select(b, hlo_compare_constant(b, "LT", x, 8), hlo_multiply(b, z, rational(b, z, &p1, &q1)),
+                 hlo_multiply(b, z, rational(b, z, &p2, &q2)));
+  hlo_value tail = negate_where(b, hlo_unary(b, "not", upper), hlo_subtract(b, x0, x1));
+  hlo_value v = hlo_select(b, hlo_compare_constant(b, "GT", y, exp_m2), middle, tail);
+  hlo_value outside =
+      hlo_binary(b, "or", hlo_compare_constant(b, "LT", y0, 0), hlo_compare_constant(b, "GT", y0, 1));
   v = edge(b, outside, NAN, v);
-  return edge(b, cmp_c(b, "EQ", y0, 0), -INFINITY, edge(b, cmp_c(b, "EQ", y0, 1), INFINITY, v));
+  return edge(b, hlo_compare_constant(b, "EQ", y0, 0), -INFINITY,
+              edge(b, hlo_compare_constant(b, "EQ", y0, 1), INFINITY, v));
 }
 
 /* log Phi(x): log(erfcx(-t)/2) - t^2 below x = -1, else log1p(-erfc(t)/2),
  * with t = x / sqrt(2) (hlo_erfc is as accurate in the tail as the CPU's). */
 static hlo_value log_ndtr_fn(hlo_builder* b, hlo_value x) {
-  hlo_value t = mul_c(b, x, 0.707106781186547524400844362104849039);
+  hlo_value t = hlo_binary_constant(b, "multiply", x, 0.707106781186547524400844362104849039);
   hlo_value scaled = hlo_erfcx(b, fn1(b, "abs", t));
-  hlo_value low = sub(b, fn1(b, "log", mul_c(b, scaled, 0.5)), mul(b, t, t));
-  hlo_value high = fn1(b, "log_plus_one", mul_c(b, hlo_erfc(b, t), -0.5));
-  return hlo_select(b, cmp_c(b, "LT", x, -1), low, high);
+  hlo_value low =
+      hlo_subtract(b, fn1(b, "log", hlo_binary_constant(b, "multiply", scaled, 0.5)), hlo_multiply(b, t, t));
+  hlo_value high = fn1(b, "log_plus_one", hlo_binary_constant(b, "multiply", hlo_erfc(b, t), -0.5));
+  return hlo_select(b, hlo_compare_constant(b, "LT", x, -1), low, high);
 }
 
 /* ---- lowerings ---- */
@@ -333,17 +349,17 @@ static tpu_status lower_zeta(tpu_lowering* l) {
   hlo_value x = tpu_lower_value_as(l, 0, &shape), q = tpu_lower_value_as(l, 1, &shape);
   hlo_value xq[2] = {x, q};
   hlo_value v = hlo_chlo(b, "zeta", xq, 2);
-  hlo_value q_nonpositive = cmp_c(b, "LE", q, 0);
+  hlo_value q_nonpositive = hlo_compare_constant(b, "LE", q, 0);
   hlo_value x_fraction = hlo_compare(b, "NE", x, fn1(b, "floor", x));
   v = edge(b, hlo_binary(b, "and", q_nonpositive, x_fraction), NAN, v);
   v = edge(b, hlo_binary(b, "and", q_nonpositive, hlo_compare(b, "EQ", q, fn1(b, "floor", q))), INFINITY, v);
   /* x = +inf: the terms with |k + q| < 1 are inf, = 1 one, > 1 zero (but
    * the CPU's series then gives NaN) */
-  hlo_value x_inf = cmp_c(b, "EQ", x, INFINITY);
-  v = edge(b, hlo_binary(b, "and", x_inf, cmp_c(b, "LT", q, 1)), INFINITY, v);
-  v = edge(b, hlo_binary(b, "and", x_inf, cmp_c(b, "EQ", q, 1)), 1, v);
-  v = edge(b, cmp_c(b, "LT", x, 1), NAN, v);
-  tpu_lower_set_output(l, 0, edge(b, cmp_c(b, "EQ", x, 1), INFINITY, v));
+  hlo_value x_inf = hlo_compare_constant(b, "EQ", x, INFINITY);
+  v = edge(b, hlo_binary(b, "and", x_inf, hlo_compare_constant(b, "LT", q, 1)), INFINITY, v);
+  v = edge(b, hlo_binary(b, "and", x_inf, hlo_compare_constant(b, "EQ", q, 1)), 1, v);
+  v = edge(b, hlo_compare_constant(b, "LT", x, 1), NAN, v);
+  tpu_lower_set_output(l, 0, edge(b, hlo_compare_constant(b, "EQ", x, 1), INFINITY, v));
   return NULL;
 }
 
