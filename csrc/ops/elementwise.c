@@ -9,6 +9,7 @@
 
 #include "hlo/complex_ops.h"
 #include "hlo/elementwise_extra_ops.h"
+#include "hlo/zeta_ops.h"
 #include "ops/families.h"
 
 /* The type of an op with float results: integers and bools compute in the
@@ -506,7 +507,16 @@ static tpu_status lower_polygamma(tpu_lowering* l) {
   int self = 1;
   hlo_value x = tpu_lower_value(l, 1, operand_type(l, AS_FLOAT, &self, 1));
   int64_t n = tpu_lower_int(l, 0, 0);
-  tpu_lower_set_output(l, 0, n == 0 ? digamma_fn(b, x) : special(b, "polygamma", hlo_constant_like(b, x, (double)n), x));
+  if (n == 0) {
+    tpu_lower_set_output(l, 0, digamma_fn(b, x));
+    return NULL;
+  }
+  /* as the CPU: trigamma's own series for n = 1, zeta for the others (XLA's
+   * polygamma is less accurate and wrong at some negative x) */
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  hlo_value wide = hlo_convert(b, x, tpu_dtype_compute(t));
+  hlo_value r = n == 1 ? hlo_trigamma(b, wide) : hlo_polygamma(b, n, wide);
+  tpu_lower_set_output(l, 0, hlo_convert(b, r, t));
   return NULL;
 }
 

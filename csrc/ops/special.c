@@ -6,12 +6,13 @@
  * table for erfcx), branch conditions included, so edge values (0,
  * negatives, infinities, NaN, the interval boundaries) come out as on the
  * CPU. float16/bfloat16 compute in float32, integers and bools in float32;
- * zeta uses CHLO's, with the CPU's rules for its poles and domain. */
+ * zeta is the CPU's Euler-Maclaurin sum too (hlo/zeta_ops.c). */
 #include <math.h>
 #include <string.h>
 
 #include "hlo/elementwise_extra_ops.h"
 #include "hlo/special_ops.h"
+#include "hlo/zeta_ops.h"
 #include "ops/families.h"
 
 #include "ops/special_coefficients.inc"
@@ -337,29 +338,14 @@ static tpu_status lower_unary(tpu_lowering* l) {
   return NULL;
 }
 
-/* Hurwitz zeta(x, q) = sum over k >= 0 of (k + q)^-x, by CHLO; as on the
- * CPU +inf at x = 1 and at q a non-positive integer, NaN for x < 1 and for
- * q < 0 with x not an integer, and the CPU's values at x = +inf. Either
- * argument may be a Python scalar. */
+/* Hurwitz zeta(x, q) = sum over k >= 0 of (k + q)^-x (hlo/zeta_ops.h).
+ * Either argument may be a Python scalar. */
 static tpu_status lower_zeta(tpu_lowering* l) {
-  hlo_builder* b = tpu_lower_builder(l);
   int operands[2] = {0, 1};
   tpu_dtype t = compute_type(l, operands, 2);
   hlo_type shape = tpu_lower_broadcast_type(l, operands, 2, t);
   hlo_value x = tpu_lower_value_as(l, 0, &shape), q = tpu_lower_value_as(l, 1, &shape);
-  hlo_value xq[2] = {x, q};
-  hlo_value v = hlo_chlo(b, "zeta", xq, 2);
-  hlo_value q_nonpositive = hlo_compare_constant(b, "LE", q, 0);
-  hlo_value x_fraction = hlo_compare(b, "NE", x, fn1(b, "floor", x));
-  v = edge(b, hlo_binary(b, "and", q_nonpositive, x_fraction), NAN, v);
-  v = edge(b, hlo_binary(b, "and", q_nonpositive, hlo_compare(b, "EQ", q, fn1(b, "floor", q))), INFINITY, v);
-  /* x = +inf: the terms with |k + q| < 1 are inf, = 1 one, > 1 zero (but
-   * the CPU's series then gives NaN) */
-  hlo_value x_inf = hlo_compare_constant(b, "EQ", x, INFINITY);
-  v = edge(b, hlo_binary(b, "and", x_inf, hlo_compare_constant(b, "LT", q, 1)), INFINITY, v);
-  v = edge(b, hlo_binary(b, "and", x_inf, hlo_compare_constant(b, "EQ", q, 1)), 1, v);
-  v = edge(b, hlo_compare_constant(b, "LT", x, 1), NAN, v);
-  tpu_lower_set_output(l, 0, edge(b, hlo_compare_constant(b, "EQ", x, 1), INFINITY, v));
+  tpu_lower_set_output(l, 0, hlo_zeta(tpu_lower_builder(l), x, q));
   return NULL;
 }
 
