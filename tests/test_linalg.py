@@ -461,6 +461,32 @@ def test_qr(shape, dtype):
         check(with_grads(torch.linalg.qr), a, **tol)
 
 
+@pytest.mark.parametrize("dtype", SHORT_DTYPES)
+def test_ormqr(dtype):
+    """torch.ormqr: Q C, Q^H C, C Q and C Q^H from geqrf's reflectors, for
+    tall, square and wide factors, batched and empty; out=; gradients; bad
+    input raises as on the CPU."""
+    tol = LU_TOL[dtype]
+    for shape in ((2, 5, 3), (4, 4), (3, 5), (0, 3, 2)):
+        a, tau = torch.geqrf(make(shape, dtype))
+        m, batch = shape[-2], shape[:-2]
+        for left in (True, False):
+            c = make(batch + ((m, 2) if left else (2, m)), dtype, seed=1)
+            for transpose in (False, True):
+                check(lambda a, tau, c: torch.ormqr(a, tau, c, left, transpose), a, tau, c, **tol)
+    a, tau = torch.geqrf(make((5, 3), dtype))
+    c = make((5, 2), dtype, seed=1)
+    check(lambda a, tau, c, out: torch.ormqr(a, tau, c, out=out), a, tau, c, torch.empty(0, dtype=dtype), **tol)
+    check(with_grads(lambda a, tau, c: torch.ormqr(a, tau, c, transpose=True)), a, tau, c, **tol)
+    a, tau, c = a.to("tpu"), tau.to("tpu"), c.to("tpu")
+    for bad, match in ((lambda: torch.ormqr(a, tau, c[:4]), r"other.shape\[-2\] must be equal to input.shape\[-2\]"),
+                       (lambda: torch.ormqr(a, tau[None], c), "one dimension less than input"),
+                       (lambda: torch.ormqr(a, tau, c, out=torch.empty(0, dtype=torch.long, device="tpu")),
+                        "Expected out to be safely castable")):
+        with pytest.raises(RuntimeError, match="torch.ormqr: .*" + match):
+            bad()
+
+
 def test_orthogonal_init_and_zero_columns():
     """nn.init.orthogonal_ on the device (its QR runs there); a zero column
     reflects nothing (tau 0), as in LAPACK."""

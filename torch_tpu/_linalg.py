@@ -6,8 +6,8 @@ A (LAPACK wants columns; det(A^T) = det(A)), solve factors A itself; the
 factors returned here are the same ones. Also the deprecated torch.cholesky:
 linalg_cholesky_ex (csrc/ops/triangular.c) with its info read back, as
 PyTorch's kernel does. And torch.linalg.lstsq, from QR (gels) or the SVD
-(the other drivers), both lowered in C; and torch.linalg.eig and eigvals,
-on the host as on CUDA."""
+(the other drivers), both lowered in C; torch.ormqr from householder_product;
+and torch.linalg.eig and eigvals, on the host as on CUDA."""
 import torch
 
 _aten_tpu = torch.library.Library("aten", "IMPL", "PrivateUse1")
@@ -126,6 +126,26 @@ def _linalg_lstsq_out(A, B, rcond=None, *, driver=None, **outs):
     return _written("torch.linalg.lstsq", outs, _linalg_lstsq(A, B, rcond, driver=driver))
 
 
+def _ormqr(A, tau, C, left=True, transpose=False):
+    """Q C, Q^H C, C Q or C Q^H for Q = H_1 ... H_k, the reflectors geqrf
+    left in A and tau: Q formed whole by householder_product (the k
+    reflectors, then identities), then one product."""
+    torch.ops.aten.ormqr(A.to("meta"), tau.to("meta"), C.to("meta"), left, transpose)  # the CPU's checks
+    size, k = A.shape[-2], tau.shape[-1]
+    torch._check(k <= size, lambda: f"torch.ormqr: tau.shape[-1] ({k}) must be at most input.shape[-2] ({size}), "
+                                    f"the order of Q; got input {list(A.shape)}, tau {list(tau.shape)}")
+    reflectors = torch.nn.functional.pad(A[..., :k], (0, size - k))
+    Q = torch.linalg.householder_product(reflectors, torch.nn.functional.pad(tau, (0, size - k)))
+    Q = Q.mH if transpose else Q
+    return Q @ C if left else C @ Q
+
+
+def _ormqr_out(A, tau, C, left=True, transpose=False, *, out):
+    return _written("torch.ormqr", {"out": out}, (_ormqr(A, tau, C, left, transpose),))[0]
+
+
+_aten_tpu.impl("ormqr", _ormqr)
+_aten_tpu.impl("ormqr.out", _ormqr_out)
 _aten_tpu.impl("cholesky", _cholesky)
 _aten_tpu.impl("linalg_lstsq", _linalg_lstsq)
 _aten_tpu.impl("linalg_lstsq.out", _linalg_lstsq_out)
