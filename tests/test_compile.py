@@ -280,10 +280,10 @@ def test_host_read_inside_the_function_is_a_graph_break():
 def test_an_op_without_lowering_raises_and_the_process_keeps_working():
     @torch.compile(backend="tpu")
     def f(x):
-        return torch.special.airy_ai(x) + 1
+        return torch.histogram(x, bins=4).hist + 1
 
     mode = torch_tpu.get_eager_mode()
-    with pytest.raises(Exception, match="airy_ai"):
+    with pytest.raises(Exception, match="histogram"):
         f(torch.randn(3, 3).to("tpu"))
     x = torch.randn(3)
     assert_close(x.to("tpu") * 2, x * 2)

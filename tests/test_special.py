@@ -1,4 +1,4 @@
-"""Special functions on tpu against PyTorch's CPU kernels: i0, the modified
+"""Special functions on tpu against PyTorch's CPU kernels: airy_ai, i0, the modified
 Bessel functions (special.i0e/i1/i1e, modified_bessel_*, scaled_modified_
 bessel_k*), the Bessel functions of the first and second kind, spherical_
 bessel_j0, ndtri, log_ndtr, erfcx and zeta. Random values over each
@@ -52,6 +52,9 @@ OPS = [
     ("log_ndtr", S.log_ndtr, (-40, 15),
      [0.0, -1.0, -1.0001, -0.9999, 0.7071, 0.7072, 5.0, 8.0, 12.0, 30.0, -10.0, -30.0, -100.0,
       -1e5, INF, -INF, NAN]),
+    ("airy_ai", S.airy_ai, (-10, 30),
+     [0.0, -0.0, 1e-300, -2.09, -2.0899, -2.0901, 2.09, 2.0899, 2.0901, 8.3203353, 8.33, 103.892, 103.9, -50.0,
+      INF, -INF, NAN]),
     ("erfcx", S.erfcx, (-10, 60),
      [0.0, -0.0, 1e-20, -1e-20, 50.0, 50.0001, 49.999, 1e3, 5e7, 6e7, 1e30, -6.1, -6.0999, -6.1001,
       -26.7, -26.6, -26.8, -1.0, 3.0, INF, -INF, NAN]),

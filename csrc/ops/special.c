@@ -1,4 +1,4 @@
-/* Special functions: the modified Bessel functions (i0, special_i0e,
+/* Special functions: Airy's Ai, the modified Bessel functions (i0, special_i0e,
  * special_i1, special_i1e, special_modified_bessel_*), the Bessel functions
  * of the first and second kind, ndtri, log_ndtr, erfcx and zeta. Each
  * evaluates the same piecewise Chebyshev series and rational functions as
@@ -290,6 +290,66 @@ static hlo_value log_ndtr_fn(hlo_builder* b, hlo_value x) {
   return hlo_select(b, hlo_compare_constant(b, "LT", x, -1), low, high);
 }
 
+/* ---- Airy function ---- */
+
+/* The Maclaurin series below converges within 13 steps on [-2.09, 2.09]. */
+#define AIRY_SERIES_STEPS 14
+#define AIRY_EPSILON 1.11022302462515654042e-16
+#define ONE_OVER_SQRT_PI 5.64189583547756286948e-01
+
+/* Ai(x) as the CPU's kernel computes it: the asymptotic modulus and phase
+ * series below -2.09, a rational function of 1/zeta (zeta = 2/3 x^(3/2))
+ * from 2.09, and between them Ai = c1 f - c2 g by the Maclaurin series of
+ * f and g, each element's sum stopping where the CPU's loop stops; NaN at
+ * +-inf and 0 above 103.892. */
+static hlo_value airy_ai_fn(hlo_builder* b, hlo_value x) {
+  static const series an = SERIES(airy_an), ad = SERIES(airy_ad), afn = SERIES(airy_afn),
+                      afd = SERIES(airy_afd), agn = SERIES(airy_agn), agd = SERIES(airy_agd);
+  hlo_value root = fn1(b, "sqrt", fn1(b, "abs", x)), fourth_root = fn1(b, "sqrt", root);
+
+  hlo_value zeta = hlo_binary_constant(b, "divide", hlo_multiply(b, hlo_binary_constant(b, "multiply", x, -2), root), 3);
+  hlo_value z = c_div(b, 1, zeta), zz = hlo_multiply(b, z, z);
+  hlo_value modulus = hlo_binary_constant(
+      b, "add", hlo_divide(b, hlo_multiply(b, zz, polynomial(b, zz, &afn)), polynomial(b, zz, &afd)), 1);
+  hlo_value phase_part = hlo_divide(b, hlo_multiply(b, z, polynomial(b, zz, &agn)), polynomial(b, zz, &agd));
+  hlo_value phase = hlo_binary_constant(b, "add", zeta, 0.25 * M_PI);
+  hlo_value below = hlo_multiply(b, c_div(b, ONE_OVER_SQRT_PI, fourth_root),
+                                 hlo_subtract(b, hlo_multiply(b, fn1(b, "sine", phase), modulus),
+                                              hlo_multiply(b, fn1(b, "cosine", phase), phase_part)));
+
+  zeta = hlo_binary_constant(b, "divide", hlo_multiply(b, hlo_binary_constant(b, "multiply", x, 2), root), 3);
+  hlo_value inverse = c_div(b, 1, zeta);
+  hlo_value ratio = hlo_divide(b, polynomial(b, inverse, &an), polynomial(b, inverse, &ad));
+  hlo_value above = hlo_divide(b, hlo_binary_constant(b, "multiply", ratio, ONE_OVER_SQRT_PI),
+                               hlo_multiply(b, hlo_binary_constant(b, "multiply", fourth_root, 2),
+                                            fn1(b, "exponential", zeta)));
+
+  /* f = sum of x^(3k) / (2 3 5 6 ... (3k-1) 3k), g = x times the like sum */
+  hlo_value cube = hlo_multiply(b, hlo_multiply(b, x, x), x);
+  hlo_value f = hlo_constant_like(b, x, 1), g = x, m = f, n = x, t = f;
+  for (int i = 0; i < AIRY_SERIES_STEPS; i++) {
+    double k = 1 + 3.0 * i;
+    hlo_value summing = hlo_compare_constant(b, "GT", t, AIRY_EPSILON);
+    hlo_value m_next = hlo_binary_constant(
+        b, "divide", hlo_binary_constant(b, "divide", hlo_multiply(b, m, cube), k + 1), k + 2);
+    hlo_value n_next = hlo_binary_constant(
+        b, "divide", hlo_binary_constant(b, "divide", hlo_multiply(b, n, cube), k + 2), k + 3);
+    hlo_value f_next = hlo_add(b, f, m_next);
+    m = hlo_select(b, summing, m_next, m);
+    n = hlo_select(b, summing, n_next, n);
+    t = hlo_select(b, summing, fn1(b, "abs", hlo_divide(b, m_next, f_next)), t);
+    f = hlo_select(b, summing, f_next, f);
+    g = hlo_select(b, summing, hlo_add(b, g, n_next), g);
+  }
+  hlo_value middle = hlo_subtract(b, hlo_binary_constant(b, "multiply", f, 0.355028053887817239260),
+                                  hlo_binary_constant(b, "multiply", g, 0.258819403792806798405));
+
+  hlo_value v = hlo_select(b, hlo_compare_constant(b, "GE", x, 2.09), above, middle);
+  v = hlo_select(b, hlo_compare_constant(b, "LT", x, -2.09), below, v);
+  v = edge(b, hlo_compare_constant(b, "GT", x, 103.892), 0, v);
+  return edge(b, hlo_compare_constant(b, "EQ", fn1(b, "abs", x), INFINITY), NAN, v);
+}
+
 /* ---- lowerings ---- */
 
 typedef hlo_value (*unary_fn)(hlo_builder* b, hlo_value x);
@@ -299,6 +359,7 @@ static const struct unary_op {
   unary_fn fn;
 } unary_ops[] = {
     {"i0", i0_fn},
+    {"special_airy_ai", airy_ai_fn},
     {"special_bessel_j0", j0_fn},
     {"special_bessel_j1", j1_fn},
     {"special_bessel_y0", y0_fn},
@@ -351,6 +412,7 @@ static tpu_status lower_zeta(tpu_lowering* l) {
 
 static const tpu_op_entry entries[] = {
     {"i0", lower_unary, 0},
+    {"special_airy_ai", lower_unary, 0},
     {"special_bessel_j0", lower_unary, 0},
     {"special_bessel_j1", lower_unary, 0},
     {"special_bessel_y0", lower_unary, 0},
