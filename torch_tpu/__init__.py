@@ -34,6 +34,10 @@ from . import modes  # noqa: E402
 from .modes import eager_mode, get_eager_mode, set_eager_mode, sync  # noqa: E402,F401
 
 cache._configure()
+if torch.distributed.is_available():
+    from . import distributed  # noqa: E402
+
+    distributed._register()
 metrics._configure()
 modes._configure()
 
