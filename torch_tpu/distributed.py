@@ -76,12 +76,17 @@ class ProcessGroupTPU(dist.ProcessGroup):
         _write_back(tensors, host)
         return _completed(tensors)
 
-    def allgather(self, output_lists, inputs, opts):
+    def _into_lists(self, collective, output_lists, inputs, opts):
+        """gloo's `collective` (allgather, gather) into host copies of the
+        output lists, written back after."""
         host_outputs = [[torch.empty_like(o, device="cpu") for o in outputs] for outputs in output_lists]
-        self._host.allgather(host_outputs, _on_host(inputs), opts).wait()
+        collective(host_outputs, _on_host(inputs), opts).wait()
         for outputs, host in zip(output_lists, host_outputs):
             _write_back(outputs, host)
         return _completed(output_lists)
+
+    def allgather(self, output_lists, inputs, opts):
+        return self._into_lists(self._host.allgather, output_lists, inputs, opts)
 
     def all_gather_single(self, output, input, opts):
         host = torch.empty_like(output, device="cpu")
@@ -95,11 +100,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
         return _completed(outputs)
 
     def gather(self, output_lists, inputs, opts):
-        host_outputs = [[torch.empty_like(o, device="cpu") for o in outputs] for outputs in output_lists]
-        self._host.gather(host_outputs, _on_host(inputs), opts).wait()
-        for outputs, host in zip(output_lists, host_outputs):
-            _write_back(outputs, host)
-        return _completed(output_lists)
+        return self._into_lists(self._host.gather, output_lists, inputs, opts)
 
     def scatter(self, outputs, input_lists, opts):
         host = [torch.empty_like(o, device="cpu") for o in outputs]
