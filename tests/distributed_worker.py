@@ -1,7 +1,7 @@
 """One rank of tests/test_distributed.py: `python distributed_worker.py RANK
-WORLD INIT_FILE OUT_FILE`. Runs collectives and a few DDP training steps on
-tpu tensors through the "tpu" process group and saves what it got (as CPU
-tensors) for the test to compare with the CPU's."""
+WORLD INIT_FILE OUT_FILE`. Runs collectives and a few DDP and FSDP2
+training steps on tpu tensors through the "tpu" process group and saves
+what it got (as CPU tensors) for the test to compare with the CPU's."""
 import sys
 
 import torch
@@ -76,6 +76,24 @@ def main(rank, world, init_file, out_file):
         torch.nn.functional.mse_loss(ddp(xs), ys).backward()
         opt.step()
     got["ddp"] = [p.detach().cpu() for p in model.parameters()]
+
+    # FSDP2: each rank holds half of every parameter, gathered for the
+    # forward and backward, the gradients reduce-scattered
+    from torch.distributed.fsdp import fully_shard
+
+    model, x, y = model_and_data()
+    model.to("tpu")
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    fully_shard(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(x.shape[0]):
+        opt.zero_grad()
+        xs = x[step, rank * share:(rank + 1) * share].to("tpu")
+        torch.nn.functional.mse_loss(model(xs), y[step, rank * share:(rank + 1) * share].to("tpu")).backward()
+        opt.step()
+    got["fsdp2"] = [p.full_tensor().detach().cpu() for p in model.parameters()]
     dist.destroy_process_group()
     torch.save(got, out_file)
 

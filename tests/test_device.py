@@ -393,3 +393,20 @@ def test_cpu_plugin_keeps_freed_host_memory(block):
         out = refaulting_rounds(block, bad)
         assert out.returncode != 0
         assert f"TORCH_TPU_CPU_KEEP_FREED_MEMORY={bad!r}: expected 1" in out.stderr
+
+
+def test_untyped_storage_resize_keeps_its_bytes_as_on_the_cpu():
+    """UntypedStorage.resize_ (FSDP2 frees parameters to 0 bytes and grows
+    them back): growing and shrinking keep the leading bytes, as on the CPU."""
+    for device in ("cpu", "tpu"):
+        storage = torch.arange(4.0, device=device).untyped_storage()
+        storage.resize_(32)
+        grown = torch.empty(0, device=device).set_(storage, 0, (8,), (1,))
+        assert storage.nbytes() == 32 and grown[:4].cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+        storage.resize_(8)
+        assert torch.empty(0, device=device).set_(storage, 0, (2,), (1,)).cpu().tolist() == [0.0, 1.0]
+        storage.resize_(0)
+        assert storage.nbytes() == 0
+        storage.resize_(16)
+        refilled = torch.empty(0, device=device).set_(storage, 0, (4,), (1,)).fill_(3)
+        assert refilled.cpu().tolist() == [3.0] * 4

@@ -1,9 +1,9 @@
 """torch.distributed on tpu tensors: two processes (tests/distributed_worker.py)
 join a process group with no backend named, which for the tpu device is the
-"tpu" backend, run each collective and three DDP training steps on tpu
-tensors, and their results are compared with what the CPU computes: the
-collectives exactly, DDP's parameters with a single CPU model trained on
-the whole batches (float32 tolerance)."""
+"tpu" backend, run each collective and three DDP and FSDP2 (fully_shard)
+training steps on tpu tensors, and their results are compared with what
+the CPU computes: the collectives exactly, the trained parameters with a
+single CPU model trained on the whole batches (float32 tolerance)."""
 import os
 import subprocess
 import sys
@@ -63,5 +63,6 @@ def test_collectives_and_ddp_on_tpu_tensors(tmp_path):
         torch.nn.functional.mse_loss(model(x[step]), y[step]).backward()
         opt.step()
     for got in results:
-        for p, want in zip(got["ddp"], model.parameters()):
-            assert_close(p, want.detach(), rtol=1e-5, atol=1e-6)
+        for mode in ("ddp", "fsdp2"):
+            for p, want in zip(got[mode], model.parameters()):
+                assert_close(p, want.detach(), rtol=1e-5, atol=1e-6)

@@ -9,6 +9,12 @@ def is_available():
     return _C._runtime_info()["device_count"] > 0
 
 
+def is_initialized():
+    """True: the runtime starts when torch_tpu is imported (DeviceMesh and
+    FSDP2 ask)."""
+    return True
+
+
 def device_count():
     return _C._runtime_info()["device_count"]
 

@@ -45,9 +45,24 @@ class ProcessGroupTPU(dist.ProcessGroup):
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
         self._host = dist.ProcessGroupGloo(store, rank, size, timeout)
+        self._name = self._description = ""
 
     def getBackendName(self):
         return BACKEND
+
+    # The group's name and description, which PyTorch's base class keeps
+    # in its backends (this group has none of its own): DeviceMesh reads them.
+    def setGroupName(self, name):
+        self._name = name
+
+    def getGroupName(self):
+        return self._name
+
+    def setGroupDesc(self, description):
+        self._description = description
+
+    def getGroupDesc(self):
+        return self._description
 
     def _allreduce_on_host(self, host, opts):
         """gloo's all-reduce of each host tensor in place, with opts'

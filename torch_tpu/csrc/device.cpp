@@ -5,11 +5,13 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
 #include <random>
 #include <unordered_set>
+#include <vector>
 
 #include "bridge.h"
 #include "stream.h"
@@ -158,6 +160,23 @@ std::vector<at::Generator>& generators() {
   return all;
 }
 
+// UntypedStorage.resize_ (FSDP2 frees its unsharded parameters to 0 bytes
+// and grows them back before each all-gather): a new buffer; bytes kept
+// across the resize travel through the host, which FSDP2's 0 <-> n never needs.
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
+  size_t kept = std::min(storage.nbytes(), nbytes);
+  c10::DeviceGuard guard(storage.device());
+  c10::DataPtr resized = tpu_allocator.allocate(nbytes);
+  if (kept) {
+    std::vector<uint8_t> bytes(storage.nbytes());
+    check(tpu_buffer_to_host(static_cast<tpu_buffer*>(storage.data_ptr().get()), bytes.data()));
+    bytes.resize(nbytes);
+    check(tpu_buffer_from_host(static_cast<tpu_buffer*>(resized.get()), bytes.data()));
+  }
+  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(resized));
+  storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
+}
+
 struct TpuHooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return tpu_runtime_ready() && tpu_device_count() > 0; }
@@ -173,6 +192,9 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
   }
   bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
   at::Allocator* getPinnedMemoryAllocator() const override { return &pinned_allocator; }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t nbytes) const override {
+    resize_storage_bytes(storage, nbytes);
+  }
   at::Device getDeviceFromPtr(void* data) const override {
     return c10::Device(kTpu, static_cast<c10::DeviceIndex>(tpu_buffer_device(static_cast<tpu_buffer*>(data))));
   }
