@@ -1,22 +1,25 @@
-"""Symmetric eigendecomposition and SVD on tpu (csrc/ops/eigen.c, Jacobi
+"""Hermitian eigendecomposition and SVD on tpu (csrc/ops/eigen.c, Jacobi
 rotations) against PyTorch's CPU (LAPACK): torch.linalg.eigh / eigvalsh
-(UPLO 'L' and 'U'), torch.linalg.svd (full_matrices or not; real and complex) / svdvals, and
-what PyTorch builds on them: pinv, matrix_rank, cond, matrix_norm of ord 2
-and 'nuc'. Batched, empty, 1x1, wide, tall, rank-deficient, non-contiguous,
-out=, autograd and torch.compile. Also linalg.eig and eigvals, run on the
-host as on CUDA.
+(UPLO 'L' and 'U'), torch.linalg.svd (full_matrices or not) / svdvals, real
+and complex, and what PyTorch builds on them: pinv, matrix_rank, cond,
+matrix_norm of ord 2 and 'nuc'. Batched, empty, 1x1, wide, tall,
+rank-deficient, non-contiguous, out=, autograd and torch.compile. Also
+linalg.eig and eigvals, run on the host as on CUDA.
 
-Eigenvectors and singular vectors are only defined up to sign (and within
-repeated values up to a rotation), so vectors are checked by invariants:
-reconstruction (V diag(w) V^T = A, U diag(S) Vh = A) and orthonormality.
+Eigenvectors and singular vectors are only defined up to sign or phase (and
+within repeated values up to a rotation), so vectors are checked by
+invariants: reconstruction (V diag(w) V^H = A, U diag(S) Vh = A),
+orthonormality and, for distinct eigenvalues, |v^H v_cpu| = 1 per column.
 Values are compared with CPU's directly.
 
 Tolerances, relative to the matrix's largest singular value |A|:
 float32 values and reconstruction 2e-5 |A|, orthonormality 1e-5;
 float64 1e-12 |A| and 1e-12 (observed up to n = 48: float32 <= 8e-7 |A|
-and 6e-7, float64 <= 4e-15 |A| and 2e-15). Gradients, on matrices whose
-spectrum is well separated: rtol/atol 1e-4 in float32, 1e-9 in float64
-(observed 3e-6 and 6e-15 on gradients of size ~5)."""
+and 6e-7, float64 <= 4e-15 |A| and 2e-15; complex eigh up to n = 64:
+complex64 <= 1e-6 |A| and 4e-7, complex128 <= 2e-15 |A| and 9e-16).
+Gradients, on matrices whose spectrum is well separated: rtol/atol 1e-4 in
+float32, 1e-9 in float64 (observed 3e-6 and 6e-15 on gradients of size ~5;
+complex128 4e-15)."""
 import os
 import sys
 
@@ -46,8 +49,9 @@ def widened(t):
 
 
 def symmetric(shape, dtype, seed=0):
+    """Symmetric, or Hermitian when complex."""
     a = make(shape, dtype, seed)
-    return (a + a.mT) / 2
+    return (a + a.mH) / 2
 
 
 def scale_of(a):
@@ -65,20 +69,24 @@ def assert_orthonormal(q, tol, columns=True):
     torch.testing.assert_close(gram, eye, rtol=0, atol=tol)
 
 
-def check_eigh(a, uplo="L"):
-    """eigh on tpu: values against CPU's, V diag(w) V^T against A (from its
-    UPLO triangle), V orthonormal."""
+def check_eigh(a, uplo="L", distinct=False):
+    """eigh on tpu: values against CPU's, V diag(w) V^H against A (from its
+    UPLO triangle and its diagonal's real part), V orthonormal; with distinct
+    eigenvalues, each column the CPU's times a sign or phase."""
     values_tol, orth_tol = tolerance(a.dtype)
-    atol = values_tol * scale_of(a)
+    full = a.tril(-1) if uplo == "L" else a.triu(1)
+    full = full + full.mH + torch.diag_embed(a.diagonal(dim1=-2, dim2=-1).real.to(a.dtype))
+    atol = values_tol * scale_of(full)
     w, v = torch.linalg.eigh(a.to("tpu"), UPLO=uplo)
-    expected_w, _ = torch.linalg.eigh(a, UPLO=uplo)
+    expected_w, expected_v = torch.linalg.eigh(a, UPLO=uplo)
     assert_close(w, expected_w, rtol=0, atol=atol)
     assert v.shape == a.shape and v.dtype == a.dtype and v.device.type == "tpu"
-    triangle = a.tril() if uplo == "L" else a.triu()
-    full = triangle + triangle.mT - torch.diag_embed(a.diagonal(dim1=-2, dim2=-1))
-    w, v = w.cpu().double(), v.cpu().double()
-    torch.testing.assert_close(v @ torch.diag_embed(w) @ v.mT, full.double(), rtol=0, atol=atol)
+    w, v = w.cpu().double(), widened(v.cpu())
+    torch.testing.assert_close((v * w.unsqueeze(-2).to(v.dtype)) @ v.mH, widened(full), rtol=0, atol=atol)
     assert_orthonormal(v, orth_tol)
+    if distinct:
+        overlap = (v.mH @ widened(expected_v)).diagonal(dim1=-2, dim2=-1).abs()
+        torch.testing.assert_close(overlap, torch.ones_like(overlap), rtol=0, atol=10 * orth_tol)
 
 
 def check_svd(a, full_matrices):
@@ -107,7 +115,27 @@ def test_eigh(shape, uplo, dtype):
     check_eigh(a, uplo)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+def test_eigh_complex():
+    """Hermitian matrices: complex128 batched and with UPLO 'U', repeated
+    eigenvalues, one complex64 case; garbage in the other triangle and an
+    imaginary part on the diagonal, which LAPACK does not read either. And
+    pinv and matrix_rank with hermitian=True, which use eigh."""
+    q, _ = torch.linalg.qr(make((6, 6), torch.complex128, seed=2))
+    repeated = (q * torch.tensor([1.0, 1, 1, 2, 2, -3], dtype=torch.float64)) @ q.mH
+    for shape, uplo, dtype in [((2, 5, 5), "L", torch.complex128), ((6, 6), "U", torch.complex128),
+                               ((7, 7), "L", torch.complex64)]:
+        a = symmetric(shape, dtype)
+        other = make(shape, dtype, seed=1)
+        other = other.triu(1) if uplo == "L" else other.tril(-1)
+        check_eigh(a + other + 1j * torch.eye(shape[-1], dtype=dtype), uplo, distinct=True)
+    check_eigh(repeated, "U")
+    check_eigh(torch.zeros(3, 3, dtype=torch.complex64))
+    s = symmetric((5, 5), torch.complex128)
+    check(lambda s: torch.linalg.pinv(s, hermitian=True), s, rtol=1e-10, atol=1e-10 * scale_of(s))
+    check(lambda s: torch.linalg.matrix_rank(s, hermitian=True), s)
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.complex128])
 def test_eigvalsh_and_no_vectors(dtype):
     a = symmetric((3, 6, 6), dtype)
     values_tol = tolerance(dtype)[0] * scale_of(a)
@@ -205,6 +233,7 @@ def test_empty_and_zero_batch():
         a = torch.zeros(shape)
         check(lambda a: torch.linalg.eigh(a), a)
         check(lambda a: torch.linalg.eigvalsh(a), a)
+    check(lambda a: torch.linalg.eigh(a), torch.zeros(2, 0, 0, dtype=torch.complex64))
     for shape in [(0, 0), (2, 0, 0), (3, 0), (0, 3), (0, 3, 3), (2, 0, 4)]:
         for full_matrices in [False, True]:
             # The CPU's U or Vh beside an empty dim is the identity.
@@ -255,6 +284,13 @@ def test_out_variants():
     torch.linalg.eigh(t, out=(torch.empty(2, 5, device="tpu"), big[..., ::2]))
     assert_orthonormal(big[..., ::2], tolerance(torch.float32)[1])
     assert big[..., 1::2].abs().max().item() == 0
+    # Complex: real values, complex vectors.
+    h = symmetric((2, 5, 5), torch.complex128)
+    w, v = torch.empty(0, dtype=torch.float64, device="tpu"), torch.empty(0, dtype=torch.complex128, device="tpu")
+    result = torch.linalg.eigh(h.to("tpu"), out=(w, v))
+    assert result[0] is w and result[1] is v and v.shape == (2, 5, 5)
+    assert_close(w, torch.linalg.eigvalsh(h), rtol=0, atol=1e-12 * scale_of(h))
+    torch.testing.assert_close(((v * w.unsqueeze(-2)) @ v.mH).cpu(), h, rtol=0, atol=1e-12 * scale_of(h))
 
 
 def test_torch_svd_and_legacy_names():
@@ -268,23 +304,25 @@ def test_torch_svd_and_legacy_names():
 
 
 def separated(n, dtype, seed=0):
-    """A symmetric matrix with eigenvalues 1, 2, .., n (well separated)."""
-    q, _ = torch.linalg.qr(make((n, n), torch.float64, seed))
-    return (q @ torch.diag(torch.arange(1.0, n + 1, dtype=torch.float64)) @ q.T).to(dtype)
+    """A symmetric (Hermitian) matrix with eigenvalues 1, 2, .., n (well separated)."""
+    q, _ = torch.linalg.qr(make((n, n), torch.complex128 if dtype.is_complex else torch.float64, seed))
+    return (q * torch.arange(1.0, n + 1, dtype=torch.float64) @ q.mH).to(dtype)
 
 
 def grad_tol(dtype):
     return dict(rtol=1e-4, atol=1e-4) if dtype in (torch.float32, torch.complex64) else dict(rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", DTYPES + [torch.complex128])
 def test_eigh_gradient(dtype):
-    weights = make((5, 5), dtype, seed=2)
+    weights, probe = make((5, 5), dtype.to_real(), seed=2), make((5, 5), dtype, seed=3)
 
     def loss(a):
         w, v = torch.linalg.eigh(a)
-        # Sign-invariant in each eigenvector.
-        return (w * torch.arange(5, dtype=dtype, device=a.device)).sum() + (v * v * weights.to(a.device)).sum()
+        # Blind to each eigenvector's sign (phase), or complex eigh's backward raises.
+        magnitudes = (v * v.conj()).real * weights.to(a.device)
+        spectral = (v * w.unsqueeze(-2).to(v.dtype)) @ v.mH * probe.to(a.device)
+        return (w * torch.arange(5.0, dtype=w.dtype, device=a.device)).sum() + magnitudes.sum() + spectral.sum().real
 
     a = separated(5, dtype)
     cpu = a.clone().requires_grad_()
@@ -320,18 +358,20 @@ def test_svd_gradient(dtype):
 
 
 def test_compiled():
-    """torch.compile(backend="tpu") of a function calling eigh and svd."""
+    """torch.compile(backend="tpu") of a function calling eigh (real and
+    complex) and svd."""
 
-    def fn(a, b):
+    def fn(a, b, h):
         w, v = torch.linalg.eigh(a)
         s = torch.linalg.svdvals(b)
         u, _, vh = torch.linalg.svd(b, full_matrices=False)
-        return w, (v * w[None]) @ v.T, s, u @ vh
+        wc, vc = torch.linalg.eigh(h, UPLO="U")
+        return w, (v * w[None]) @ v.T, s, u @ vh, wc, (vc * wc[None]) @ vc.mH
 
-    a, b = symmetric((6, 6), torch.float32), make((7, 5), torch.float32)
+    a, b, h = symmetric((6, 6), torch.float32), make((7, 5), torch.float32), symmetric((4, 4), torch.complex128)
     compiled = torch.compile(fn, backend="tpu", dynamic=False)
     tol = dict(rtol=0, atol=2e-5 * scale_of(b))
-    assert_close(compiled(a.to("tpu"), b.to("tpu")), fn(a, b), **tol)
+    assert_close(compiled(a.to("tpu"), b.to("tpu"), h.to("tpu")), fn(a, b, h), **tol)
 
 
 def test_eig_compiled():
@@ -400,9 +440,7 @@ def test_eig_and_eigvals_on_the_host(dtype):
 
 
 def test_refusals():
-    """Complex (eigh) and low-precision inputs fail with a message saying what to do."""
-    with pytest.raises(NotImplementedError, match="CPU"):
-        torch.linalg.eigh(torch.eye(3, dtype=torch.complex64, device="tpu"))
+    """Low-precision inputs fail with a message saying what to do."""
     with pytest.raises((NotImplementedError, RuntimeError), match="float32 or float64"):
         torch.linalg.eigh(torch.eye(3, dtype=torch.float16, device="tpu"))
     with pytest.raises(RuntimeError, match="driver"):

@@ -1,4 +1,4 @@
-/* Symmetric eigendecomposition (_linalg_eigh: torch.linalg.eigh, eigvalsh)
+/* Hermitian eigendecomposition (_linalg_eigh: torch.linalg.eigh, eigvalsh)
  * and singular value decomposition (_linalg_svd: torch.linalg.svd, svdvals
  * and what PyTorch builds on them: pinv, matrix_rank, cond, matrix_norm of
  * ord 2 and 'nuc') by Jacobi rotations, all matrices of a batch at once.
@@ -11,20 +11,22 @@
  * run in a loop until converged (at most MAX_SWEEPS); each sweep is an
  * inner loop whose round count drops to zero once nothing is left to do.
  *
- * eigh: two-sided Jacobi on the symmetric matrix taken from the UPLO
- * triangle. A round turns the rows of A, transposes (the result J^T A is
- * (A J)^T) and turns the rows again, then gives each pair's diagonal its
- * exact update and zeroes its off-diagonal entries. The eigenvalues are the
- * diagonal, the eigenvectors the rows of the turned identity. Sweeps stop
- * when the off-diagonal part is below N eps times the Frobenius norm.
+ * eigh: two-sided Jacobi on the Hermitian matrix taken from the UPLO
+ * triangle. A round turns the rows of A by R, takes the conjugate transpose
+ * ((R A)^H = A R^H) and turns the rows again (R A R^H), then gives each
+ * pair's diagonal its exact update and zeroes its off-diagonal entries. The
+ * eigenvalues are the diagonal, the eigenvectors the conjugated rows of the
+ * turned identity. Sweeps stop when the off-diagonal part is below N eps
+ * times the Frobenius norm.
  * svd: one-sided (Hestenes) Jacobi on the columns of A (of A^T when A is
  * wide), kept as rows: each rotation makes two of them orthogonal, so the
  * singular values are their norms, U their normalized selves and V the
  * turned identity. Complex rows turn by the rotation of |<p, q>| with its
  * phase on the sines (a unitary turn), so svd takes complex matrices too;
- * eigh does not. Sweeps stop after one whose pairs all had cosines below
- * eps * max(length, 16). Vectors of U that a zero singular value or
- * full_matrices leave open are completed to an orthonormal basis.
+ * so does eigh, by the rotation of |a_pq| with a_pq's phase. Sweeps stop
+ * after one whose pairs all had cosines below eps * max(length, 16).
+ * Vectors of U that a zero singular value or full_matrices leave open are
+ * completed to an orthonormal basis.
  *
  * A row turns as x - ((1 - c) x -+ s y), 1 - c computed without
  * cancellation: a small angle's cosine rounds to 1, and c^2 + s^2 above 1
@@ -209,28 +211,63 @@ static hlo_value turned(hlo_builder* b, hlo_value x, const pairing* pr, const ro
   return hlo_binary(b, "subtract", x, change);
 }
 
+/* The complex rotation's sines: signed_s [B, N] (real) times the phase
+ * e^{i phi} of gamma (svd's <p, q>, eigh's a_pq) at p and e^{-i phi} at q,
+ * so that p' = c p - s e^{i phi} q and q' = s e^{-i phi} p + c q: unitary,
+ * and the turn zeroes gamma as the rotation of |gamma| zeroes |gamma|. */
+static hlo_value with_phases(hlo_builder* b, hlo_value signed_s, hlo_value gamma, const pairing* pr) {
+  hlo_value size = hlo_unary(b, "abs", gamma);
+  hlo_value none = hlo_compare(b, "EQ", size, hlo_constant_like(b, size, 0));
+  hlo_value phase = hlo_select(b, none, hlo_constant_like(b, gamma, 1),
+                               hlo_binary(b, "divide", gamma, as_type_of(b, size, gamma)));
+  hlo_type t = *hlo_type_of(b, gamma);
+  hlo_value low = hlo_compare(b, "LT", hlo_broadcast_in_dim(b, pr->sign, 2, t.dims, &(int64_t){1}),
+                              hlo_constant_like(b, signed_s, 0));
+  return hlo_binary(b, "multiply", as_type_of(b, signed_s, gamma), hlo_select(b, low, phase, hlo_conj(b, phase)));
+}
+
+/* |gamma| of a complex gamma; a real one keeps its sign, which the
+ * rotation's direction needs. */
+static hlo_value magnitude(hlo_builder* b, hlo_value gamma) {
+  return is_complex(b, gamma) ? hlo_unary(b, "abs", gamma) : gamma;
+}
+
+/* The turn of each pair that zeroes gamma, the off-diagonal entry of the
+ * Hermitian [[alpha, gamma], [conj gamma, beta]] (alpha, beta real): the
+ * rotation of |gamma|, its sines signed by member (and phased, complex)
+ * in *out_signed_s. */
+static rotation unitary_turn(hlo_builder* b, hlo_value alpha, hlo_value beta, hlo_value gamma, const pairing* pr,
+                             hlo_value* out_signed_s) {
+  rotation r = rotation_of(b, alpha, beta, magnitude(b, gamma));
+  *out_signed_s = signed_by_member(b, r.s, pr);
+  if (is_complex(b, gamma)) *out_signed_s = with_phases(b, *out_signed_s, gamma, pr);
+  return r;
+}
+
 /* The end of both rounds: w turns with x. */
 static void turn_vectors(hlo_builder* b, const jacobi* j, const hlo_value* in, hlo_value* out, const pairing* pr,
                          const rotation* r, hlo_value signed_s) {
   if (j->vectors) out[2] = turned(b, in[2], pr, r, signed_s);
 }
 
-/* One eigh round: carried {a [B, N, N], worst (unused), w}. */
+/* One eigh round: carried {a [B, N, N], worst (unused), w}. The diagonal
+ * stays real: a_pp and a_qq move by -+ t |a_pq|. */
 static void eigh_round(hlo_builder* b, hlo_value step, const hlo_value* in, hlo_value* out, const void* context) {
   hlo_type t = *hlo_type_of(b, in[0]);
   int64_t n = t.dims[2], flat_dims[2] = {t.dims[0], n * n};
-  pairing pr = pairing_of(b, step, n, t.dtype);
-  hlo_value app, aqq, d = diagonal(b, in[0]);
+  pairing pr = pairing_of(b, step, n, tpu_dtype_real_part(t.dtype));
+  hlo_value app, aqq, d = hlo_real(b, diagonal(b, in[0]));
   at_pair(b, d, &pr, &app, &aqq);
   hlo_value position = hlo_binary(b, "add", hlo_binary(b, "multiply", pr.low, hlo_constant_like(b, pr.low, (double)n)),
                                   pr.high);
   hlo_value apq = hlo_take(b, hlo_reshape(b, in[0], 2, flat_dims), 1, position);
-  rotation r = rotation_of(b, app, aqq, apq);
-  hlo_value signed_s = signed_by_member(b, r.s, &pr);
-  hlo_value a = turned(b, transposed(b, turned(b, in[0], &pr, &r, signed_s)), &pr, &r, signed_s);
-  hlo_value shift = signed_by_member(b, hlo_binary(b, "multiply", r.t, apq), &pr);
+  hlo_value signed_s;
+  rotation r = unitary_turn(b, app, aqq, apq, &pr, &signed_s);
+  hlo_value a = turned(b, hlo_conj(b, transposed(b, turned(b, in[0], &pr, &r, signed_s))), &pr, &r, signed_s);
+  hlo_value shift = signed_by_member(b, hlo_binary(b, "multiply", r.t, magnitude(b, apq)), &pr);
   a = hlo_select(b, at_columns(b, &t, pr.partner), hlo_constant_like(b, a, 0), a);
-  out[0] = hlo_select(b, diagonal_mask(b, &t), spread(b, hlo_binary(b, "add", d, shift), &t, 1), a);
+  hlo_value updated = as_type_of(b, spread(b, hlo_binary(b, "add", d, shift), &t, 1), a);
+  out[0] = hlo_select(b, diagonal_mask(b, &t), updated, a);
   out[1] = in[1];
   turn_vectors(b, context, in, out, &pr, &r, signed_s);
 }
@@ -242,28 +279,13 @@ static hlo_value eigh_more(hlo_builder* b, hlo_value a, hlo_value worst) {
   hlo_type t = *hlo_type_of(b, a);
   double tolerance = epsilon(t.dtype) * (double)t.dims[1];
   int64_t both[2] = {1, 2}, batch = 0;
-  hlo_value squares = square(b, a), zero = hlo_constant(b, t.dtype, 0);
-  hlo_value off = hlo_reduce(b, hlo_select(b, diagonal_mask(b, &t), hlo_constant_like(b, a, 0), squares), zero, "add",
-                             both, 2);
+  hlo_value squares = magnitude_squared(b, a), zero = hlo_constant(b, tpu_dtype_real_part(t.dtype), 0);
+  hlo_value off_diagonal = hlo_select(b, diagonal_mask(b, &t), hlo_constant_like(b, squares, 0), squares);
+  hlo_value off = hlo_reduce(b, off_diagonal, zero, "add", both, 2);
   hlo_value bound = hlo_binary(b, "multiply", hlo_reduce(b, squares, zero, "add", both, 2),
                                hlo_constant_like(b, off, tolerance * tolerance));
   hlo_value pending = hlo_convert(b, hlo_compare(b, "GT", off, bound), TPU_I64);
   return hlo_reduce(b, pending, hlo_constant_i64(b, TPU_I64, 0), "maximum", &batch, 1);
-}
-
-/* The complex rotation's sines: signed_s [B, N] (real) times the phase
- * e^{i phi} of gamma = <p, q> at p and e^{-i phi} at q, so that p' = c p
- * - s e^{i phi} q and q' = s e^{-i phi} p + c q: unitary, and <p', q'> = 0
- * for the rotation of |gamma|. */
-static hlo_value with_phases(hlo_builder* b, hlo_value signed_s, hlo_value gamma, const pairing* pr) {
-  hlo_value size = hlo_unary(b, "abs", gamma);
-  hlo_value none = hlo_compare(b, "EQ", size, hlo_constant_like(b, size, 0));
-  hlo_value phase = hlo_select(b, none, hlo_constant_like(b, gamma, 1),
-                               hlo_binary(b, "divide", gamma, as_type_of(b, size, gamma)));
-  hlo_type t = *hlo_type_of(b, gamma);
-  hlo_value low = hlo_compare(b, "LT", hlo_broadcast_in_dim(b, pr->sign, 2, t.dims, &(int64_t){1}),
-                              hlo_constant_like(b, signed_s, 0));
-  return hlo_binary(b, "multiply", as_type_of(b, signed_s, gamma), hlo_select(b, low, phase, hlo_conj(b, phase)));
 }
 
 /* One svd round: carried {h [B, N, length], worst, w}: each pair of rows
@@ -283,10 +305,8 @@ static void svd_round(hlo_builder* b, hlo_value step, const hlo_value* in, hlo_v
   hlo_value cosines = hlo_binary(b, "divide", hlo_unary(b, "abs", gamma), lengths);
   hlo_value worst = hlo_reduce(b, cosines, hlo_constant(b, parts, 0), "maximum", all, 2);
   out[1] = hlo_binary(b, "maximum", in[1], worst);
-  bool complex = is_complex(b, h);
-  rotation r = rotation_of(b, alpha, beta, complex ? hlo_unary(b, "abs", gamma) : gamma);
-  hlo_value signed_s = signed_by_member(b, r.s, &pr);
-  if (complex) signed_s = with_phases(b, signed_s, gamma, &pr);
+  hlo_value signed_s;
+  rotation r = unitary_turn(b, alpha, beta, gamma, &pr, &signed_s);
   out[0] = turned(b, h, &pr, &r, signed_s);
   turn_vectors(b, context, in, out, &pr, &r, signed_s);
 }
@@ -421,19 +441,20 @@ static bool check_input(tpu_lowering* l, bool square_only, bool complex_too) {
   return true;
 }
 
-/* a [B, n, n] symmetric from its lower (or upper) triangle; the other one
- * is never read. */
-static hlo_value symmetric(hlo_builder* b, hlo_value a, bool upper) {
-  hlo_type positions = *hlo_type_of(b, a);
+/* a [B, n, n] Hermitian from its lower (or upper) triangle; the other one
+ * is never read, nor the diagonal's imaginary part (as in LAPACK). */
+static hlo_value hermitian(hlo_builder* b, hlo_value a, bool upper) {
+  hlo_type t = *hlo_type_of(b, a), positions = t;
   positions.dtype = TPU_I64;
   hlo_value kept = hlo_compare(b, upper ? "LE" : "GE", hlo_iota(b, positions, 1), hlo_iota(b, positions, 2));
-  return hlo_select(b, kept, a, transposed(b, a));
+  a = hlo_select(b, kept, a, hlo_conj(b, transposed(b, a)));
+  return is_complex(b, a) ? hlo_select(b, diagonal_mask(b, &t), as_type_of(b, hlo_real(b, a), a), a) : a;
 }
 
-/* _linalg_eigh(A, UPLO, compute_v) -> (eigenvalues ascending, eigenvectors
- * as columns; empty without compute_v). */
+/* _linalg_eigh(A, UPLO, compute_v) -> (eigenvalues ascending and real,
+ * eigenvectors as columns; empty without compute_v). */
 static tpu_status lower_eigh(tpu_lowering* l) {
-  if (!check_input(l, true, false)) return NULL;
+  if (!check_input(l, true, true)) return NULL;
   hlo_type at = tpu_lower_arg_type(l, 0);
   if (hlo_type_numel(&at) == 0) {
     set_trivial_outputs(l);
@@ -442,15 +463,16 @@ static tpu_status lower_eigh(tpu_lowering* l) {
   hlo_builder* b = tpu_lower_builder(l);
   const char* uplo = tpu_lower_string(l, 1, "L");
   jacobi j = {eigh_round, eigh_more, tpu_lower_bool(l, 2, true)};
-  hlo_value scale, w, a = symmetric(b, flat(b, tpu_lower_tensor(l, 0)), uplo[0] == 'U' || uplo[0] == 'u');
+  hlo_value scale, w, a = hermitian(b, flat(b, tpu_lower_tensor(l, 0)), uplo[0] == 'U' || uplo[0] == 'u');
   a = even(b, scaled(b, a, &scale), true);
   run_sweeps(b, &j, &a, &w);
   int64_t n = at.dims[at.rank - 1];
-  hlo_value values = hlo_slice_dim(b, diagonal(b, a), 1, 0, n);
+  hlo_value values = hlo_slice_dim(b, hlo_real(b, diagonal(b, a)), 1, 0, n);
   hlo_value order = sort_values(b, &values, false);
   set_output(l, 0, hlo_binary(b, "multiply", values, spread(b, scale, hlo_type_of(b, values), 0)));
+  /* W A W^H is diagonal: A's eigenvectors are the columns of W^H. */
   if (j.vectors)
-    set_output(l, 1, transposed(b, rows_in_order(b, corner(b, w, n, n), order)));
+    set_output(l, 1, hlo_conj(b, transposed(b, rows_in_order(b, corner(b, w, n, n), order))));
   else
     tpu_lower_set_output(l, 1, hlo_constant(b, at.dtype, 0));
   return NULL;
@@ -509,7 +531,7 @@ static tpu_status lower_svd(tpu_lowering* l) {
 }
 
 static const tpu_op_entry entries[] = {
-    {"_linalg_eigh", lower_eigh, 0},
+    {"_linalg_eigh", lower_eigh, TPU_OP_COMPLEX},
     {"_linalg_svd", lower_svd, TPU_OP_COMPLEX},
 };
 
