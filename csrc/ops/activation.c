@@ -449,7 +449,7 @@ static const tpu_op_entry entries[] = {
     {"mish", lower_activation, 0},
     {"relu", lower_activation, 0},
     {"sigmoid_backward", lower_activation, 0},
-    {"silu", lower_activation, 0},
+    {"silu", lower_activation, TPU_OP_COMPLEX},
     {"softplus", lower_activation, 0},
     {"softplus_backward", lower_activation, 0},
     {"softshrink", lower_activation, 0},

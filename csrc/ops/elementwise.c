@@ -822,7 +822,7 @@ static const tpu_op_entry entries[] = {
     {"sign", lower_unary, 0},
     {"signbit", lower_unary, 0},
     {"sin", lower_unary, TPU_OP_COMPLEX},
-    {"sinc", lower_unary, 0},
+    {"sinc", lower_unary, TPU_OP_COMPLEX},
     {"sinh", lower_unary, TPU_OP_COMPLEX},
     {"special_entr", lower_unary, 0},
     {"special_xlog1py", lower_binary, 0},
