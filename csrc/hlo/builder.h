@@ -102,6 +102,9 @@ hlo_value hlo_divide(hlo_builder* b, hlo_value x, hlo_value y);
 hlo_value hlo_binary_constant(hlo_builder* b, const char* op, hlo_value x, double k);
 hlo_value hlo_compare_constant(hlo_builder* b, const char* direction, hlo_value x, double k);
 hlo_value hlo_select(hlo_builder* b, hlo_value pred, hlo_value on_true, hlo_value on_false);
+/* x unchanged, but opaque to XLA's simplifier (it may not fold or reorder
+ * arithmetic across it): for formulas whose rounding must stay as written. */
+hlo_value hlo_optimization_barrier(hlo_builder* b, hlo_value x);
 hlo_value hlo_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype); /* no-op if same */
 hlo_value hlo_bitcast_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype); /* same size */
 

@@ -148,6 +148,10 @@ hlo_value hlo_subtract(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_bi
 hlo_value hlo_multiply(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "multiply", x, y); }
 hlo_value hlo_divide(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "divide", x, y); }
 
+hlo_value hlo_optimization_barrier(hlo_builder* b, hlo_value x) {
+  return hlo_unary(b, "optimization_barrier", x);
+}
+
 hlo_value hlo_binary_constant(hlo_builder* b, const char* op, hlo_value x, double k) {
   return hlo_binary(b, op, x, hlo_constant_like(b, x, k));
 }

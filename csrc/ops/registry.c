@@ -19,6 +19,7 @@ static const tpu_op_family* const families[] = {
     &tpu_ops_factorizations, &tpu_ops_complex, &tpu_ops_fft, &tpu_ops_eigen,
     &tpu_ops_special,
     &tpu_ops_polynomial,
+    &tpu_ops_incomplete_gamma,
 };
 
 static const tpu_op_entry* sorted[MAX_OPS];
