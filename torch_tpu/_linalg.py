@@ -170,7 +170,11 @@ def _on_host(op, op_name):
     return run
 
 
-_aten_tpu.impl("linalg_eig", _on_host(torch.ops.aten.linalg_eig.default, "torch.linalg.eig"))
-_aten_tpu.impl("linalg_eig.out", _on_host(torch.ops.aten.linalg_eig.default, "torch.linalg.eig"))
-_aten_tpu.impl("_linalg_eigvals", _on_host(torch.ops.aten._linalg_eigvals.default, "torch.linalg.eigvals"))
-_aten_tpu.impl("linalg_eigvals.out", _on_host(torch.ops.aten._linalg_eigvals.default, "torch.linalg.eigvals"))
+_EIG, _EIGVALS = torch.ops.aten.linalg_eig.default, torch.ops.aten._linalg_eigvals.default
+# The ops computed on the host: a captured program cannot hold them, so the
+# compile backend cuts its graphs around them.
+HOST_OPS = frozenset((_EIG, _EIGVALS))
+_aten_tpu.impl("linalg_eig", _on_host(_EIG, "torch.linalg.eig"))
+_aten_tpu.impl("linalg_eig.out", _on_host(_EIG, "torch.linalg.eig"))
+_aten_tpu.impl("_linalg_eigvals", _on_host(_EIGVALS, "torch.linalg.eigvals"))
+_aten_tpu.impl("linalg_eigvals.out", _on_host(_EIGVALS, "torch.linalg.eigvals"))

@@ -23,6 +23,7 @@ from torch.fx.passes.split_module import split_module
 
 from . import _C
 from . import _capturable
+from . import _linalg
 from . import _meta
 from ._buckets import Buckets
 
@@ -169,13 +170,8 @@ class CompiledGraph:
         return _Captured(program, template, slots, self.cpu_outputs, cpu_inputs, checks)
 
 
-# Ops computed on the host (torch_tpu/_linalg.py's _on_host): a captured
-# program cannot hold them.
-_HOST_OPS = {torch.ops.aten.linalg_eig.default, torch.ops.aten._linalg_eigvals.default}
-
-
 def _has_host_op(gm):
-    return any(n.op == "call_function" and n.target in _HOST_OPS for n in gm.graph.nodes)
+    return any(n.op == "call_function" and n.target in _linalg.HOST_OPS for n in gm.graph.nodes)
 
 
 def _compile_graph(gm, example_inputs, bucket_bound=None):
@@ -185,7 +181,7 @@ def _compile_graph(gm, example_inputs, bucket_bound=None):
     # programs, the host ops as eager calls, in the graph's order.
     piece, pieces = 0, {}
     for node in gm.graph.nodes:
-        host = node.op == "call_function" and node.target in _HOST_OPS
+        host = node.op == "call_function" and node.target in _linalg.HOST_OPS
         piece += host
         pieces[node] = piece
         piece += host
