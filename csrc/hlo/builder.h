@@ -101,6 +101,8 @@ hlo_value hlo_multiply(hlo_builder* b, hlo_value x, hlo_value y);
 hlo_value hlo_divide(hlo_builder* b, hlo_value x, hlo_value y);
 hlo_value hlo_binary_constant(hlo_builder* b, const char* op, hlo_value x, double k);
 hlo_value hlo_compare_constant(hlo_builder* b, const char* direction, hlo_value x, double k);
+/* k where pred holds, x elsewhere (an edge value replacing a computed one). */
+hlo_value hlo_select_constant(hlo_builder* b, hlo_value pred, double k, hlo_value x);
 hlo_value hlo_select(hlo_builder* b, hlo_value pred, hlo_value on_true, hlo_value on_false);
 /* x unchanged, but opaque to XLA's simplifier (it may not fold or reorder
  * arithmetic across it): for formulas whose rounding must stay as written. */
@@ -139,6 +141,8 @@ typedef hlo_value (*hlo_combine_fn)(hlo_builder* b, hlo_value x, hlo_value y, co
  * "minimum", "and", "or"); init is a 0-d value of x's dtype. */
 hlo_value hlo_reduce(hlo_builder* b, hlo_value x, hlo_value init, const char* reducer,
                      const int64_t* dims, int dim_count);
+/* The same over every dim of x: a 0-d value (x itself when x is 0-d). */
+hlo_value hlo_reduce_all(hlo_builder* b, hlo_value x, hlo_value init, const char* reducer);
 /* Index (i64) and value of the first max (is_max) or min along `dim`; NaN
  * wins, as in PyTorch. */
 void hlo_arg_reduce(hlo_builder* b, hlo_value x, int dim, bool is_max, hlo_value* out_values,

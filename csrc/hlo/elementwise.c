@@ -160,6 +160,10 @@ hlo_value hlo_compare_constant(hlo_builder* b, const char* direction, hlo_value 
   return hlo_compare(b, direction, x, hlo_constant_like(b, x, k));
 }
 
+hlo_value hlo_select_constant(hlo_builder* b, hlo_value pred, double k, hlo_value x) {
+  return hlo_select(b, pred, hlo_constant_like(b, x, k), x);
+}
+
 hlo_value hlo_select(hlo_builder* b, hlo_value pred, hlo_value on_true, hlo_value on_false) {
   hlo_value operands[3] = {pred, on_true, on_false};
   if (!values_valid(b, operands, 3) || !same_types(b, "select", on_true, on_false)) return HLO_INVALID;

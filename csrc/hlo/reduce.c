@@ -129,6 +129,14 @@ hlo_value hlo_reduce(hlo_builder* b, hlo_value x, hlo_value init, const char* re
   return reduce_with_region(b, x, init, dims, dim_count, combine_binary, reducer);
 }
 
+hlo_value hlo_reduce_all(hlo_builder* b, hlo_value x, hlo_value init, const char* reducer) {
+  const hlo_type* t = hlo_type_of(b, x);
+  if (!t || t->rank == 0) return x;
+  int64_t all[TPU_MAX_RANK];
+  for (int d = 0; d < t->rank; d++) all[d] = d;
+  return hlo_reduce(b, x, init, reducer, all, t->rank);
+}
+
 /* Region deciding whether (a, ia) beats (b, ib): strictly better value, or a
  * NaN against a non-NaN, or a tie broken by the lower index. */
 static void arg_reduce_region(hlo_builder* b, tpu_dtype dtype, bool is_max) {

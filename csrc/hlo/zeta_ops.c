@@ -60,12 +60,8 @@ static void direct_term(hlo_builder* b, hlo_value step, const hlo_value* in, hlo
 /* The direct sum's length: enough steps for the smallest q among the
  * elements that need the sum (`live`), within the bound. */
 static hlo_value direct_steps(hlo_builder* b, hlo_value q, hlo_value live) {
-  const hlo_type* shape = hlo_type_of(b, q);
   hlo_value smallest = hlo_select(b, live, q, hlo_constant_like(b, q, 0));
-  int64_t all[TPU_MAX_RANK];
-  for (int d = 0; d < shape->rank; d++) all[d] = d;
-  if (shape->rank)
-    smallest = hlo_reduce(b, smallest, hlo_constant(b, shape->dtype, 0), "minimum", all, shape->rank);
+  smallest = hlo_reduce_all(b, smallest, hlo_constant(b, hlo_type_of(b, q)->dtype, 0), "minimum");
   hlo_value steps = hlo_binary_constant(b, "add", hlo_unary(b, "floor", hlo_binary_constant(b, "multiply", smallest, -1)),
                                         DIRECT_TERMS + 1);
   steps = hlo_binary_constant(b, "minimum", hlo_binary_constant(b, "maximum", steps, DIRECT_TERMS), MOST_DIRECT_TERMS);
@@ -109,10 +105,10 @@ static hlo_value zeta_f64(hlo_builder* b, hlo_value x, hlo_value q) {
   s = hlo_select(b, summed[CONVERGED], summed[SUM], s);
 
   /* The CPU's domain rules, the first that holds deciding. */
-  s = hlo_select(b, hlo_binary(b, "and", q_nonpositive, x_fraction), hlo_constant_like(b, s, NAN), s);
-  s = hlo_select(b, hlo_binary(b, "and", q_nonpositive, q_integer), hlo_constant_like(b, s, INFINITY), s);
-  s = hlo_select(b, hlo_compare_constant(b, "LT", x, 1), hlo_constant_like(b, s, NAN), s);
-  return hlo_select(b, hlo_compare_constant(b, "EQ", x, 1), hlo_constant_like(b, s, INFINITY), s);
+  s = hlo_select_constant(b, hlo_binary(b, "and", q_nonpositive, x_fraction), NAN, s);
+  s = hlo_select_constant(b, hlo_binary(b, "and", q_nonpositive, q_integer), INFINITY, s);
+  s = hlo_select_constant(b, hlo_compare_constant(b, "LT", x, 1), NAN, s);
+  return hlo_select_constant(b, hlo_compare_constant(b, "EQ", x, 1), INFINITY, s);
 }
 
 hlo_value hlo_zeta(hlo_builder* b, hlo_value x, hlo_value q) {

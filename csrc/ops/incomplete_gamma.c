@@ -58,9 +58,6 @@ static const limits LIMITS_F32 = {5.9604644775390625E-8, 88.72283905206835, 1677
 static hlo_value fn(hlo_builder* b, const char* op, hlo_value x) { return hlo_unary(b, op, x); }
 static hlo_value and_(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "and", x, y); }
 static hlo_value or_(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "or", x, y); }
-static hlo_value where(hlo_builder* b, hlo_value pred, double c, hlo_value x) {
-  return hlo_select(b, pred, hlo_constant_like(b, x, c), x);
-}
 /* x, which XLA's simplifier may not look through: it folds (x + c1) + c2
  * into x + (c1 + c2), which rounds differently from the CPU. */
 static hlo_value opaque(hlo_builder* b, hlo_value x) { return hlo_optimization_barrier(b, x); }
@@ -129,10 +126,7 @@ static void run_round(hlo_builder* b, hlo_value step, const hlo_value* in, hlo_v
   (void)step;
   const iteration* it = context;
   hlo_value running = fn(b, "not", in[DONE]);
-  hlo_type shape = *hlo_type_of(b, running);
-  int64_t all[TPU_MAX_RANK];
-  for (int d = 0; d < shape.rank; d++) all[d] = d;
-  if (shape.rank) running = hlo_reduce(b, running, hlo_constant(b, TPU_BOOL, 0), "or", all, shape.rank);
+  running = hlo_reduce_all(b, running, hlo_constant(b, TPU_BOOL, 0), "or");
   hlo_value left = hlo_binary(b, "subtract", hlo_constant_i64(b, TPU_I64, it->max), in[ITERATION]);
   hlo_value count = hlo_binary(b, "minimum", left, hlo_constant_i64(b, TPU_I64, it->chunk));
   count = hlo_select(b, running, count, hlo_constant_i64(b, TPU_I64, 0));
@@ -266,8 +260,8 @@ static hlo_value power_factor(hlo_builder* b, hlo_value a, hlo_value x, hlo_valu
   hlo_value far = hlo_compare(b, "GT", fn(b, "abs", hlo_subtract(b, a, x)),
                               hlo_binary_constant(b, "multiply", fn(b, "abs", a), 0.4));
   hlo_value log_ax = hlo_subtract(b, hlo_subtract(b, hlo_multiply(b, a, fn(b, "log", x)), x), lgamma_a);
-  hlo_value by_lgamma =
-      where(b, hlo_compare_constant(b, "LT", log_ax, -lim->maxlog), 0, fn(b, "exponential", log_ax));
+  hlo_value by_lgamma = hlo_select_constant(b, hlo_compare_constant(b, "LT", log_ax, -lim->maxlog), 0,
+                                            fn(b, "exponential", log_ax));
 
   hlo_value fac = hlo_binary_constant(b, "add", opaque(b, hlo_binary_constant(b, "add", a, LANCZOS_G)), -0.5);
   hlo_value res = hlo_divide(b, fn(b, "sqrt", hlo_binary_constant(b, "divide", fac, M_E)), lanczos_sum(b, a));
@@ -396,7 +390,7 @@ static hlo_value sums(hlo_builder* b, hlo_value a, hlo_value x, hlo_value by_q, 
   hlo_value scale =
       fn(b, "exponential", hlo_subtract(b, a_log_x, hlo_subtract(b, lgamma_1p, fn(b, "log", a))));
   hlo_value q = hlo_subtract(b, head, hlo_multiply(b, scale, out[1]));
-  return hlo_select(b, by_q, q, where(b, no_factor, 0, hlo_select(b, by_fraction, f, p)));
+  return hlo_select(b, by_q, q, hlo_select_constant(b, no_factor, 0, hlo_select(b, by_fraction, f, p)));
 }
 
 /* ---- Temme's uniform asymptotic expansion, for large a near x ---- */
@@ -461,7 +455,7 @@ static hlo_value temme(hlo_builder* b, hlo_value a, hlo_value x, hlo_value skip,
   hlo_value eta = hlo_binary_constant(b, "multiply", hlo_subtract(b, log1p_(b, sigma), sigma), -2);
   eta = fn(b, "sqrt", hlo_binary(b, "maximum", eta, hlo_constant_like(b, eta, 0)));
   eta = hlo_select(b, hlo_compare_constant(b, "LT", lambda, 1), fn(b, "negate", eta), eta);
-  eta = where(b, hlo_compare_constant(b, "EQ", lambda, 1), 0, eta);
+  eta = hlo_select_constant(b, hlo_compare_constant(b, "EQ", lambda, 1), 0, eta);
   hlo_value init[T_COUNT] = {hlo_constant_like(b, x, 0), hlo_constant_like(b, x, 1),
                              hlo_constant_like(b, x, INFINITY), eta, a},
             out[T_COUNT];
@@ -536,14 +530,16 @@ static hlo_value incomplete_gamma(hlo_builder* b, hlo_value a, hlo_value x, bool
   /* The edges, applied from the CPU's last test to its first. */
   double at_lower_end = lower ? 0 : 1, at_upper_end = lower ? 1 : 0;
   hlo_value x_inf = hlo_compare_constant(b, "EQ", x, INFINITY);
-  v = where(b, x_inf, at_upper_end, v);
+  v = hlo_select_constant(b, x_inf, at_upper_end, v);
   hlo_value a_inf = hlo_compare_constant(b, "EQ", a, INFINITY);
-  v = hlo_select(b, a_inf, where(b, x_inf, NAN, hlo_constant_like(b, v, at_lower_end)), v);
-  v = where(b, hlo_compare_constant(b, "EQ", x, 0), at_lower_end, v);
-  v = hlo_select(b, hlo_compare_constant(b, "EQ", a, 0),
-                 where(b, hlo_compare_constant(b, "GT", x, 0), at_upper_end, hlo_constant_like(b, v, NAN)),
-                 v);
-  return where(b, or_(b, hlo_compare_constant(b, "LT", a, 0), hlo_compare_constant(b, "LT", x, 0)), NAN, v);
+  v = hlo_select(b, a_inf, hlo_select_constant(b, x_inf, NAN, hlo_constant_like(b, v, at_lower_end)), v);
+  v = hlo_select_constant(b, hlo_compare_constant(b, "EQ", x, 0), at_lower_end, v);
+  v = hlo_select(
+      b, hlo_compare_constant(b, "EQ", a, 0),
+      hlo_select_constant(b, hlo_compare_constant(b, "GT", x, 0), at_upper_end, hlo_constant_like(b, v, NAN)),
+      v);
+  return hlo_select_constant(
+      b, or_(b, hlo_compare_constant(b, "LT", a, 0), hlo_compare_constant(b, "LT", x, 0)), NAN, v);
 }
 
 /* igamma / igammac (and their in-place and out= forms, and the special_

@@ -199,9 +199,7 @@ static hlo_value evaluate(hlo_builder* b, const polynomial* p, hlo_value x, hlo_
   hlo_value needs = and_(b, hlo_compare_constant(b, "GE", n, 2), hlo_unary(b, "not", direct));
   hlo_value steps = hlo_select(b, needs, hlo_binary(b, "subtract", n, hlo_constant_like(b, n, 1)),
                                hlo_constant_like(b, n, 0));
-  int64_t all[TPU_MAX_RANK];
-  for (int d = 0; d < shape.rank; d++) all[d] = d;
-  if (shape.rank) steps = hlo_reduce(b, steps, hlo_constant_i64(b, TPU_I64, 0), "maximum", all, shape.rank);
+  steps = hlo_reduce_all(b, steps, hlo_constant_i64(b, TPU_I64, 0), "maximum");
   hlo_value init[CARRIED], done[CARRIED];
   init[PREVIOUS] = hlo_constant_like(b, x, 1);
   init[CURRENT] = linear(b, y, p->p1_scale, p->p1_shift);

@@ -39,10 +39,6 @@ static const series K1_A = SERIES(k1_a), K1_B = SERIES(k1_b);
 static hlo_value c_div(hlo_builder* b, double c, hlo_value x) {
   return hlo_divide(b, hlo_constant_like(b, x, c), x);
 }
-/* where(pred, c, x): an edge value replacing the computed one. */
-static hlo_value edge(hlo_builder* b, hlo_value pred, double c, hlo_value x) {
-  return hlo_select(b, pred, hlo_constant_like(b, x, c), x);
-}
 static hlo_value negate_where(hlo_builder* b, hlo_value pred, hlo_value x) {
   return hlo_select(b, pred, hlo_unary(b, "negate", x), x);
 }
@@ -142,8 +138,8 @@ static hlo_value bessel_k(hlo_builder* b, hlo_value x, int order, bool scaled) {
     far = hlo_multiply(b, fn1(b, "exponential", fn1(b, "negate", x)), far);
   far = hlo_divide(b, far, fn1(b, "sqrt", x));
   hlo_value r = hlo_select(b, hlo_compare_constant(b, "LE", x, 2), near, far);
-  return edge(b, hlo_compare_constant(b, "EQ", x, 0), INFINITY,
-              edge(b, hlo_compare_constant(b, "LT", x, 0), NAN, r));
+  return hlo_select_constant(b, hlo_compare_constant(b, "EQ", x, 0), INFINITY,
+                             hlo_select_constant(b, hlo_compare_constant(b, "LT", x, 0), NAN, r));
 }
 
 static hlo_value i0_fn(hlo_builder* b, hlo_value x) { return bessel_i0(b, x, false); }
@@ -226,8 +222,8 @@ static hlo_value bessel_y(hlo_builder* b, hlo_value x, const bessel_order* o) {
     near = hlo_add(
         b, hlo_multiply(b, x, r),
         hlo_multiply(b, two_pi, hlo_subtract(b, hlo_multiply(b, bessel_j(b, x, o), log_x), c_div(b, 1, x))));
-  near = edge(b, hlo_compare_constant(b, "EQ", x, 0), -INFINITY,
-              edge(b, hlo_compare_constant(b, "LT", x, 0), NAN, near));
+  near = hlo_select_constant(b, hlo_compare_constant(b, "EQ", x, 0), -INFINITY,
+                             hlo_select_constant(b, hlo_compare_constant(b, "LT", x, 0), NAN, near));
   return hlo_select(b, hlo_compare_constant(b, "LE", x, 5), near, bessel_far(b, x, o, false));
 }
 
@@ -245,7 +241,7 @@ static hlo_value spherical_j0_fn(hlo_builder* b, hlo_value x) {
   hlo_value near = hlo_binary_constant(b, "add", hlo_multiply(b, z, polynomial(b, z, &taylor)), 1);
   hlo_value v = hlo_select(b, hlo_compare_constant(b, "LT", fn1(b, "abs", x), 0.5), near,
                            hlo_divide(b, fn1(b, "sine", x), x));
-  return edge(b, hlo_compare_constant(b, "EQ", fn1(b, "abs", x), INFINITY), 0, v);
+  return hlo_select_constant(b, hlo_compare_constant(b, "EQ", fn1(b, "abs", x), INFINITY), 0, v);
 }
 
 /* ---- normal distribution ---- */
@@ -274,9 +270,9 @@ static hlo_value ndtri_fn(hlo_builder* b, hlo_value y0) {
   hlo_value v = hlo_select(b, hlo_compare_constant(b, "GT", y, exp_m2), middle, tail);
   hlo_value outside =
       hlo_binary(b, "or", hlo_compare_constant(b, "LT", y0, 0), hlo_compare_constant(b, "GT", y0, 1));
-  v = edge(b, outside, NAN, v);
-  return edge(b, hlo_compare_constant(b, "EQ", y0, 0), -INFINITY,
-              edge(b, hlo_compare_constant(b, "EQ", y0, 1), INFINITY, v));
+  v = hlo_select_constant(b, outside, NAN, v);
+  return hlo_select_constant(b, hlo_compare_constant(b, "EQ", y0, 0), -INFINITY,
+                             hlo_select_constant(b, hlo_compare_constant(b, "EQ", y0, 1), INFINITY, v));
 }
 
 /* log Phi(x): log(erfcx(-t)/2) - t^2 below x = -1, else log1p(-erfc(t)/2),
@@ -346,8 +342,8 @@ static hlo_value airy_ai_fn(hlo_builder* b, hlo_value x) {
 
   hlo_value v = hlo_select(b, hlo_compare_constant(b, "GE", x, 2.09), above, middle);
   v = hlo_select(b, hlo_compare_constant(b, "LT", x, -2.09), below, v);
-  v = edge(b, hlo_compare_constant(b, "GT", x, 103.892), 0, v);
-  return edge(b, hlo_compare_constant(b, "EQ", fn1(b, "abs", x), INFINITY), NAN, v);
+  v = hlo_select_constant(b, hlo_compare_constant(b, "GT", x, 103.892), 0, v);
+  return hlo_select_constant(b, hlo_compare_constant(b, "EQ", fn1(b, "abs", x), INFINITY), NAN, v);
 }
 
 /* ---- lowerings ---- */
