@@ -170,8 +170,12 @@ class CompiledGraph:
         return _Captured(program, template, slots, self.cpu_outputs, cpu_inputs, checks)
 
 
+def _is_host_op(node):
+    return node.op == "call_function" and node.target in _linalg.HOST_OPS
+
+
 def _has_host_op(gm):
-    return any(n.op == "call_function" and n.target in _linalg.HOST_OPS for n in gm.graph.nodes)
+    return any(_is_host_op(n) for n in gm.graph.nodes)
 
 
 def _compile_graph(gm, example_inputs, bucket_bound=None):
@@ -181,7 +185,7 @@ def _compile_graph(gm, example_inputs, bucket_bound=None):
     # programs, the host ops as eager calls, in the graph's order.
     piece, pieces = 0, {}
     for node in gm.graph.nodes:
-        host = node.op == "call_function" and node.target in _linalg.HOST_OPS
+        host = _is_host_op(node)
         piece += host
         pieces[node] = piece
         piece += host
