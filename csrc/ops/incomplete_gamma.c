@@ -55,7 +55,6 @@ static const limits LIMITS_F32 = {5.9604644775390625E-8, 88.72283905206835, 1677
 
 /* ---- arithmetic shorthands ---- */
 
-static hlo_value fn(hlo_builder* b, const char* op, hlo_value x) { return hlo_unary(b, op, x); }
 static hlo_value and_(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "and", x, y); }
 static hlo_value or_(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_binary(b, "or", x, y); }
 /* x, which XLA's simplifier may not look through: it folds (x + c1) + c2
@@ -76,13 +75,14 @@ static hlo_value rounded(hlo_builder* b, hlo_value x) {
 static hlo_value log1p_(hlo_builder* b, hlo_value v) {
   hlo_value u = opaque(b, hlo_binary_constant(b, "add", v, 1));
   hlo_value lost = hlo_subtract(b, v, hlo_binary_constant(b, "add", u, -1));
-  hlo_value near = hlo_add(b, fn(b, "log", u), hlo_divide(b, lost, u));
-  return hlo_select(b, hlo_compare_constant(b, "LT", fn(b, "abs", v), 1), near, fn(b, "log_plus_one", v));
+  hlo_value near = hlo_add(b, hlo_unary(b, "log", u), hlo_divide(b, lost, u));
+  return hlo_select(b, hlo_compare_constant(b, "LT", hlo_unary(b, "abs", v), 1), near,
+                    hlo_unary(b, "log_plus_one", v));
 }
 /* |x| < eps |y| (or <= when `or_equal`), the loops' stopping test. */
 static hlo_value negligible(hlo_builder* b, hlo_value x, hlo_value y, double eps, bool or_equal) {
-  return hlo_compare(b, or_equal ? "LE" : "LT", fn(b, "abs", x),
-                     hlo_binary_constant(b, "multiply", fn(b, "abs", y), eps));
+  return hlo_compare(b, or_equal ? "LE" : "LT", hlo_unary(b, "abs", x),
+                     hlo_binary_constant(b, "multiply", hlo_unary(b, "abs", y), eps));
 }
 
 /* ---- loops that run until every element has stopped ---- */
@@ -125,7 +125,7 @@ static void run_round(hlo_builder* b, hlo_value step, const hlo_value* in, hlo_v
                       const void* context) {
   (void)step;
   const iteration* it = context;
-  hlo_value running = fn(b, "not", in[DONE]);
+  hlo_value running = hlo_unary(b, "not", in[DONE]);
   running = hlo_reduce_all(b, running, hlo_constant(b, TPU_BOOL, 0), "or");
   hlo_value left = hlo_binary(b, "subtract", hlo_constant_i64(b, TPU_I64, it->max), in[ITERATION]);
   hlo_value count = hlo_binary(b, "minimum", left, hlo_constant_i64(b, TPU_I64, it->chunk));
@@ -189,7 +189,7 @@ static hlo_value log_gamma_stirling(hlo_builder* b, hlo_value a) {
   r = hlo_binary_constant(b, "add", hlo_multiply(b, z, r), 4.18938533204672741780329736405617640e-01);
   return hlo_add(b,
                  rounded(b, hlo_multiply(b, hlo_binary_constant(b, "add", a, -0.5),
-                                         hlo_binary_constant(b, "add", fn(b, "log", a), -1))),
+                                         hlo_binary_constant(b, "add", hlo_unary(b, "log", a), -1))),
                  r);
 }
 
@@ -200,7 +200,7 @@ static hlo_value log_gamma_stirling(hlo_builder* b, hlo_value a) {
 static hlo_value log_gamma(hlo_builder* b, hlo_value a) {
   hlo_value below_half = hlo_compare_constant(b, "LT", a, 0.5);
   hlo_value about_1 = hlo_compare_constant(b, "LT", a, 1.5);
-  hlo_value steps = fn(b, "floor", hlo_binary_constant(b, "add", a, -1.5));
+  hlo_value steps = hlo_unary(b, "floor", hlo_binary_constant(b, "add", a, -1.5));
   hlo_value product = hlo_constant_like(b, a, 1);
   for (int j = 1; j <= 6; j++)
     product = hlo_select(b, hlo_compare_constant(b, "GE", steps, j),
@@ -208,10 +208,10 @@ static hlo_value log_gamma(hlo_builder* b, hlo_value a) {
   hlo_value u = hlo_select(b, below_half, a,
                            hlo_select(b, about_1, hlo_binary_constant(b, "add", a, -1),
                                       hlo_binary_constant(b, "add", hlo_subtract(b, a, steps), -2)));
-  hlo_value series = log_gamma_2p(b, u), log_a = fn(b, "log", a);
-  hlo_value small = hlo_select(
-      b, below_half, hlo_subtract(b, hlo_subtract(b, series, log1p_(b, a)), log_a),
-      hlo_select(b, about_1, hlo_subtract(b, series, log_a), hlo_add(b, series, fn(b, "log", product))));
+  hlo_value series = log_gamma_2p(b, u), log_a = hlo_unary(b, "log", a);
+  hlo_value small = hlo_select(b, below_half, hlo_subtract(b, hlo_subtract(b, series, log1p_(b, a)), log_a),
+                               hlo_select(b, about_1, hlo_subtract(b, series, log_a),
+                                          hlo_add(b, series, hlo_unary(b, "log", product))));
   return hlo_select(b, hlo_compare_constant(b, "LT", a, 8), small, log_gamma_stirling(b, a));
 }
 
@@ -233,7 +233,7 @@ static hlo_value lanczos_sum(hlo_builder* b, hlo_value a) {
   hlo_value y = hlo_divide(b, hlo_constant_like(b, a, 1), a);
   hlo_value near = hlo_divide(b, horner(b, a, lanczos_num, n, false), horner(b, a, lanczos_den, n, false));
   hlo_value far = hlo_divide(b, horner(b, y, lanczos_num, n, true), horner(b, y, lanczos_den, n, true));
-  return hlo_select(b, hlo_compare_constant(b, "GT", fn(b, "abs", a), 1), far, near);
+  return hlo_select(b, hlo_compare_constant(b, "GT", hlo_unary(b, "abs", a), 1), far, near);
 }
 
 /* q^a times e (> 2^70 where q^a is subnormal). In float32 q^a can be
@@ -245,10 +245,10 @@ static hlo_value power_times(hlo_builder* b, hlo_value q, hlo_value a, hlo_value
   hlo_value half = hlo_binary(b, "power", q, hlo_binary_constant(b, "multiply", a, 0.5));
   hlo_value units = hlo_multiply(b, hlo_binary_constant(b, "multiply", half, 0x1p75),
                                  hlo_binary_constant(b, "multiply", half, 0x1p74)); /* q^a / 2^-149 */
-  hlo_value subnormal = hlo_binary_constant(
-      b, "multiply",
-      hlo_multiply(b, hlo_binary_constant(b, "multiply", e, 0x1p-75), fn(b, "round_nearest_even", units)),
-      0x1p-74);
+  hlo_value subnormal = hlo_binary_constant(b, "multiply",
+                                            hlo_multiply(b, hlo_binary_constant(b, "multiply", e, 0x1p-75),
+                                                         hlo_unary(b, "round_nearest_even", units)),
+                                            0x1p-74);
   return hlo_select(b, hlo_compare_constant(b, "LT", units, 0x1p23), subnormal, normal);
 }
 
@@ -257,15 +257,18 @@ static hlo_value power_times(hlo_builder* b, hlo_value q, hlo_value a, hlo_value
  * exponent is reorganized for a or x of 200 and above. */
 static hlo_value power_factor(hlo_builder* b, hlo_value a, hlo_value x, hlo_value lgamma_a,
                               const limits* lim) {
-  hlo_value far = hlo_compare(b, "GT", fn(b, "abs", hlo_subtract(b, a, x)),
-                              hlo_binary_constant(b, "multiply", fn(b, "abs", a), 0.4));
-  hlo_value log_ax = hlo_subtract(b, hlo_subtract(b, hlo_multiply(b, a, fn(b, "log", x)), x), lgamma_a);
+  hlo_value far = hlo_compare(b, "GT", hlo_unary(b, "abs", hlo_subtract(b, a, x)),
+                              hlo_binary_constant(b, "multiply", hlo_unary(b, "abs", a), 0.4));
+  hlo_value log_ax =
+      hlo_subtract(b, hlo_subtract(b, hlo_multiply(b, a, hlo_unary(b, "log", x)), x), lgamma_a);
   hlo_value by_lgamma = hlo_select_constant(b, hlo_compare_constant(b, "LT", log_ax, -lim->maxlog), 0,
-                                            fn(b, "exponential", log_ax));
+                                            hlo_unary(b, "exponential", log_ax));
 
   hlo_value fac = hlo_binary_constant(b, "add", opaque(b, hlo_binary_constant(b, "add", a, LANCZOS_G)), -0.5);
-  hlo_value res = hlo_divide(b, fn(b, "sqrt", hlo_binary_constant(b, "divide", fac, M_E)), lanczos_sum(b, a));
-  hlo_value small = power_times(b, hlo_divide(b, x, fac), a, fn(b, "exponential", hlo_subtract(b, a, x)));
+  hlo_value res =
+      hlo_divide(b, hlo_unary(b, "sqrt", hlo_binary_constant(b, "divide", fac, M_E)), lanczos_sum(b, a));
+  hlo_value small =
+      power_times(b, hlo_divide(b, x, fac), a, hlo_unary(b, "exponential", hlo_subtract(b, a, x)));
   hlo_value numfac = hlo_divide(
       b,
       hlo_binary_constant(b, "add",
@@ -276,8 +279,8 @@ static hlo_value power_factor(hlo_builder* b, hlo_value a, hlo_value x, hlo_valu
   /* float32: the CPU takes this exponential in double, so its product with
    * res may be a normal number where the exponential alone is not */
   hlo_value large = hlo_type_of(b, a)->dtype == TPU_F32
-                        ? fn(b, "exponential", hlo_add(b, exponent, fn(b, "log", res)))
-                        : hlo_multiply(b, res, fn(b, "exponential", exponent));
+                        ? hlo_unary(b, "exponential", hlo_add(b, exponent, hlo_unary(b, "log", res)))
+                        : hlo_multiply(b, res, hlo_unary(b, "exponential", exponent));
   hlo_value below_200 = and_(b, hlo_compare_constant(b, "LT", a, 200), hlo_compare_constant(b, "LT", x, 200));
   hlo_value by_lanczos = hlo_select(b, below_200, hlo_multiply(b, res, small), large);
   return hlo_select(b, far, by_lgamma, by_lanczos);
@@ -304,7 +307,7 @@ static hlo_value p_series_step(hlo_builder* b, const hlo_value* in, hlo_value x,
  * MACHEP of the sum. */
 static hlo_value q_series_step(hlo_builder* b, hlo_value n, const hlo_value* in, hlo_value x, hlo_value a,
                                hlo_value* out, const limits* lim) {
-  out[0] = hlo_multiply(b, in[0], hlo_divide(b, fn(b, "negate", x), n));
+  out[0] = hlo_multiply(b, in[0], hlo_divide(b, hlo_unary(b, "negate", x), n));
   hlo_value term = hlo_divide(b, out[0], hlo_add(b, a, n));
   out[1] = hlo_add(b, in[1], term);
   return negligible(b, term, out[1], lim->machep, true);
@@ -323,10 +326,10 @@ static hlo_value fraction_step(hlo_builder* b, hlo_value c, const hlo_value* in,
   hlo_value qk = hlo_subtract(b, hlo_multiply(b, in[QKM1], out[Z]), hlo_multiply(b, in[QKM2], yc));
   hlo_value nonzero = hlo_compare_constant(b, "NE", qk, 0);
   hlo_value r = hlo_divide(b, pk, qk);
-  hlo_value moved = fn(b, "abs", hlo_divide(b, hlo_subtract(b, in[ANS], r), r));
+  hlo_value moved = hlo_unary(b, "abs", hlo_divide(b, hlo_subtract(b, in[ANS], r), r));
   moved = hlo_select(b, nonzero, moved, hlo_constant_like(b, moved, 1));
   out[ANS] = hlo_select(b, nonzero, r, in[ANS]);
-  hlo_value big = hlo_compare_constant(b, "GT", fn(b, "abs", pk), lim->big);
+  hlo_value big = hlo_compare_constant(b, "GT", hlo_unary(b, "abs", pk), lim->big);
   hlo_value shifted[4] = {pk, in[PKM1], qk, in[QKM1]};
   for (int i = 0; i < 4; i++)
     out[PKM1 + i] =
@@ -379,16 +382,17 @@ static hlo_value sums(hlo_builder* b, hlo_value a, hlo_value x, hlo_value by_q, 
   init[SUM_A] = a;
   init[SUM_BY_Q_SERIES] = by_q;
   init[SUM_BY_FRACTION] = by_fraction;
-  hlo_value no_factor = and_(b, fn(b, "not", by_q), hlo_compare_constant(b, "EQ", factor, 0));
+  hlo_value no_factor = and_(b, hlo_unary(b, "not", by_q), hlo_compare_constant(b, "EQ", factor, 0));
   iterate(b, &run, or_(b, skip, no_factor), init, out);
 
   hlo_value p = hlo_divide(b, hlo_multiply(b, out[2], factor), a);
   hlo_value f = hlo_multiply(b, out[6], factor);
-  hlo_value a_log_x = hlo_multiply(b, a, fn(b, "log", x));
-  hlo_value head = fn(b, "negate", fn(b, "exponential_minus_one", hlo_subtract(b, a_log_x, lgamma_1p)));
+  hlo_value a_log_x = hlo_multiply(b, a, hlo_unary(b, "log", x));
+  hlo_value head =
+      hlo_unary(b, "negate", hlo_unary(b, "exponential_minus_one", hlo_subtract(b, a_log_x, lgamma_1p)));
   /* lgamma(a) as lgamma(1 + a) - log a: the same to the rounding of log a */
-  hlo_value scale =
-      fn(b, "exponential", hlo_subtract(b, a_log_x, hlo_subtract(b, lgamma_1p, fn(b, "log", a))));
+  hlo_value scale = hlo_unary(b, "exponential",
+                              hlo_subtract(b, a_log_x, hlo_subtract(b, lgamma_1p, hlo_unary(b, "log", a))));
   hlo_value q = hlo_subtract(b, head, hlo_multiply(b, scale, out[1]));
   return hlo_select(b, by_q, q, hlo_select_constant(b, no_factor, 0, hlo_select(b, by_fraction, f, p)));
 }
@@ -431,7 +435,7 @@ static hlo_value temme_step(hlo_builder* b, hlo_value k, const hlo_value* in, hl
                              hlo_filled(b, TPU_BOOL, shape.rank, shape.dims, 0), eta, k};
   hlo_value c[C_COUNT];
   hlo_counted_loop(b, hlo_constant_i64(b, TPU_I64, TEMME_TERMS - 1), init, C_COUNT, temme_power_step, lim, c);
-  hlo_value term = hlo_multiply(b, c[C_SUM], in[T_AFAC]), size = fn(b, "abs", term);
+  hlo_value term = hlo_multiply(b, c[C_SUM], in[T_AFAC]), size = hlo_unary(b, "abs", term);
   hlo_value grew = hlo_compare(b, "GT", size, in[T_LAST]);
   out[T_SUM] = hlo_select(b, grew, in[T_SUM], hlo_add(b, in[T_SUM], term));
   out[T_AFAC] = hlo_divide(b, in[T_AFAC], in[T_A]);
@@ -453,8 +457,8 @@ static hlo_value temme(hlo_builder* b, hlo_value a, hlo_value x, hlo_value skip,
   hlo_value lambda = hlo_divide(b, x, a), sigma = hlo_divide(b, hlo_subtract(b, x, a), a);
   /* (never below 0, which rounding could give for x within an ulp of a) */
   hlo_value eta = hlo_binary_constant(b, "multiply", hlo_subtract(b, log1p_(b, sigma), sigma), -2);
-  eta = fn(b, "sqrt", hlo_binary(b, "maximum", eta, hlo_constant_like(b, eta, 0)));
-  eta = hlo_select(b, hlo_compare_constant(b, "LT", lambda, 1), fn(b, "negate", eta), eta);
+  eta = hlo_unary(b, "sqrt", hlo_binary(b, "maximum", eta, hlo_constant_like(b, eta, 0)));
+  eta = hlo_select(b, hlo_compare_constant(b, "LT", lambda, 1), hlo_unary(b, "negate", eta), eta);
   eta = hlo_select_constant(b, hlo_compare_constant(b, "EQ", lambda, 1), 0, eta);
   hlo_value init[T_COUNT] = {hlo_constant_like(b, x, 0), hlo_constant_like(b, x, 1),
                              hlo_constant_like(b, x, INFINITY), eta, a},
@@ -465,13 +469,13 @@ static hlo_value temme(hlo_builder* b, hlo_value a, hlo_value x, hlo_value skip,
   hlo_value head = hlo_binary_constant(
       b, "multiply",
       hlo_erfc(b, hlo_multiply(b, hlo_binary_constant(b, "multiply", eta, sign),
-                               fn(b, "sqrt", hlo_binary_constant(b, "multiply", a, 0.5)))),
+                               hlo_unary(b, "sqrt", hlo_binary_constant(b, "multiply", a, 0.5)))),
       0.5);
   hlo_value decay =
-      fn(b, "exponential",
-         hlo_multiply(b, hlo_multiply(b, hlo_binary_constant(b, "multiply", a, -0.5), eta), eta));
+      hlo_unary(b, "exponential",
+                hlo_multiply(b, hlo_multiply(b, hlo_binary_constant(b, "multiply", a, -0.5), eta), eta));
   /* the CPU takes 2 pi in float (c10::pi<float>) in both precisions */
-  hlo_value root = fn(b, "sqrt", hlo_binary_constant(b, "multiply", a, (double)(2 * (float)M_PI)));
+  hlo_value root = hlo_unary(b, "sqrt", hlo_binary_constant(b, "multiply", a, (double)(2 * (float)M_PI)));
   return hlo_add(
       b, head,
       hlo_divide(b, hlo_multiply(b, hlo_binary_constant(b, "multiply", decay, sign), out[T_SUM]), root));
@@ -481,13 +485,13 @@ static hlo_value temme(hlo_builder* b, hlo_value a, hlo_value x, hlo_value skip,
 
 /* P(a, x) (lower) or Q(a, x) for a and x of one float type and shape. */
 static hlo_value incomplete_gamma(hlo_builder* b, hlo_value a, hlo_value x, bool lower, const limits* lim) {
-  hlo_value away = hlo_divide(b, fn(b, "abs", hlo_subtract(b, x, a)), a); /* |x - a| / a */
+  hlo_value away = hlo_divide(b, hlo_unary(b, "abs", hlo_subtract(b, x, a)), a); /* |x - a| / a */
   hlo_value middle =
       and_(b, and_(b, hlo_compare_constant(b, "GT", a, 20), hlo_compare_constant(b, "LT", a, 200)),
            hlo_compare_constant(b, "LT", away, 0.3));
   hlo_value large =
       and_(b, hlo_compare_constant(b, "GT", a, 200),
-           hlo_compare(b, "LT", away, hlo_divide(b, hlo_constant_like(b, a, 4.5), fn(b, "sqrt", a))));
+           hlo_compare(b, "LT", away, hlo_divide(b, hlo_constant_like(b, a, 4.5), hlo_unary(b, "sqrt", a))));
   hlo_value use_temme = or_(b, middle, large);
 
   /* Q's choice between 1 - the series of P, its own series and its
@@ -502,13 +506,14 @@ static hlo_value incomplete_gamma(hlo_builder* b, hlo_value a, hlo_value x, bool
   hlo_value below_half = hlo_compare_constant(b, "LE", x, 0.5);
   hlo_value q_by_p = hlo_select(
       b, above, hlo_compare(b, "LT", x, a),
-      hlo_select(b, below_half,
-                 hlo_compare(b, "LT", hlo_divide(b, hlo_constant_like(b, x, -0.4), fn(b, "log", x)), a),
-                 hlo_compare(b, "LT", hlo_binary_constant(b, "multiply", x, 1.1), a)));
+      hlo_select(
+          b, below_half,
+          hlo_compare(b, "LT", hlo_divide(b, hlo_constant_like(b, x, -0.4), hlo_unary(b, "log", x)), a),
+          hlo_compare(b, "LT", hlo_binary_constant(b, "multiply", x, 1.1), a)));
   hlo_value p_by_q = and_(b, hlo_compare_constant(b, "GT", x, 1), hlo_compare(b, "GT", x, a));
-  hlo_value by_series = lower ? fn(b, "not", p_by_q) : q_by_p; /* else by Q's own methods */
-  hlo_value by_fraction = and_(b, fn(b, "not", by_series), above);
-  hlo_value by_upper_series = and_(b, fn(b, "not", by_series), fn(b, "not", above));
+  hlo_value by_series = lower ? hlo_unary(b, "not", p_by_q) : q_by_p; /* else by Q's own methods */
+  hlo_value by_fraction = and_(b, hlo_unary(b, "not", by_series), above);
+  hlo_value by_upper_series = and_(b, hlo_unary(b, "not", by_series), hlo_unary(b, "not", above));
 
   /* elements whose value is an edge value or NaN run no loop */
   hlo_value nan = or_(b, hlo_compare(b, "NE", a, a), hlo_compare(b, "NE", x, x));
@@ -525,7 +530,7 @@ static hlo_value incomplete_gamma(hlo_builder* b, hlo_value a, hlo_value x, bool
   hlo_value r = sums(b, a, x, by_upper_series, by_fraction, factor, lgamma, idle, lim);
   hlo_value v = hlo_select(b, by_series, lower ? r : hlo_subtract(b, hlo_constant_like(b, x, 1), r),
                            lower ? hlo_subtract(b, hlo_constant_like(b, x, 1), r) : r);
-  v = hlo_select(b, use_temme, temme(b, a, x, fn(b, "not", use_temme), lower, lim), v);
+  v = hlo_select(b, use_temme, temme(b, a, x, hlo_unary(b, "not", use_temme), lower, lim), v);
 
   /* The edges, applied from the CPU's last test to its first. */
   double at_lower_end = lower ? 0 : 1, at_upper_end = lower ? 1 : 0;

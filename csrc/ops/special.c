@@ -42,7 +42,6 @@ static hlo_value c_div(hlo_builder* b, double c, hlo_value x) {
 static hlo_value negate_where(hlo_builder* b, hlo_value pred, hlo_value x) {
   return hlo_select(b, pred, hlo_unary(b, "negate", x), x);
 }
-static hlo_value fn1(hlo_builder* b, const char* op, hlo_value x) { return hlo_unary(b, op, x); }
 
 /* ---- series evaluation ---- */
 
@@ -87,34 +86,34 @@ static hlo_value rational(hlo_builder* b, hlo_value z, const series* p, const se
 /* I0 (or exp(-|x|) I0 when `scaled`): Chebyshev series in |x|/2 - 2 on
  * [0, 8] and in 32/|x| - 2 above, the latter over sqrt(|x|). */
 static hlo_value bessel_i0(hlo_builder* b, hlo_value x, bool scaled) {
-  hlo_value ax = fn1(b, "abs", x);
+  hlo_value ax = hlo_unary(b, "abs", x);
   hlo_value near =
       chebyshev(b, hlo_binary_constant(b, "add", hlo_binary_constant(b, "multiply", ax, 0.5), -2), &I0_A);
   hlo_value far = chebyshev(b, hlo_binary_constant(b, "add", c_div(b, 32, ax), -2), &I0_B);
   if (!scaled) {
-    hlo_value e = fn1(b, "exponential", ax);
+    hlo_value e = hlo_unary(b, "exponential", ax);
     near = hlo_multiply(b, e, near);
     far = hlo_multiply(b, e, far);
   }
-  far = hlo_divide(b, far, fn1(b, "sqrt", ax));
+  far = hlo_divide(b, far, hlo_unary(b, "sqrt", ax));
   return hlo_select(b, hlo_compare_constant(b, "LE", ax, 8), near, far);
 }
 
 /* I1 (or exp(-|x|) I1 when `scaled`), odd in x; `a`/`far_series` are the
  * series the kernel uses (special_i1/i1e's float tables are shorter). */
 static hlo_value bessel_i1(hlo_builder* b, hlo_value x, bool scaled, const series* a, const series* far_series) {
-  hlo_value ax = fn1(b, "abs", x);
+  hlo_value ax = hlo_unary(b, "abs", x);
   hlo_value near =
       chebyshev(b, hlo_binary_constant(b, "add", hlo_binary_constant(b, "multiply", ax, 0.5), -2), a);
   hlo_value far = chebyshev(b, hlo_binary_constant(b, "add", c_div(b, 32, ax), -2), far_series);
   if (scaled) {
     near = hlo_multiply(b, near, ax);
   } else {
-    hlo_value e = fn1(b, "exponential", ax);
+    hlo_value e = hlo_unary(b, "exponential", ax);
     near = hlo_multiply(b, hlo_multiply(b, e, ax), near);
     far = hlo_multiply(b, e, far);
   }
-  far = hlo_divide(b, far, fn1(b, "sqrt", ax));
+  far = hlo_divide(b, far, hlo_unary(b, "sqrt", ax));
   return negate_where(b, hlo_compare_constant(b, "LT", x, 0),
                       hlo_select(b, hlo_compare_constant(b, "LE", ax, 8), near, far));
 }
@@ -125,7 +124,7 @@ static hlo_value bessel_i1(hlo_builder* b, hlo_value x, bool scaled, const serie
 static hlo_value bessel_k(hlo_builder* b, hlo_value x, int order, bool scaled) {
   hlo_value near =
       chebyshev(b, hlo_binary_constant(b, "add", hlo_multiply(b, x, x), -2), order ? &K1_A : &K0_A);
-  hlo_value log_half = fn1(b, "log", hlo_binary_constant(b, "multiply", x, 0.5));
+  hlo_value log_half = hlo_unary(b, "log", hlo_binary_constant(b, "multiply", x, 0.5));
   if (order == 0)
     near = hlo_subtract(b, near, hlo_multiply(b, log_half, bessel_i0(b, x, false)));
   else
@@ -133,10 +132,10 @@ static hlo_value bessel_k(hlo_builder* b, hlo_value x, int order, bool scaled) {
         hlo_add(b, hlo_multiply(b, log_half, bessel_i1(b, x, false, &I1_A, &I1_B)), hlo_divide(b, near, x));
   hlo_value far = chebyshev(b, hlo_binary_constant(b, "add", c_div(b, 8, x), -2), order ? &K1_B : &K0_B);
   if (scaled)
-    near = hlo_multiply(b, near, fn1(b, "exponential", x));
+    near = hlo_multiply(b, near, hlo_unary(b, "exponential", x));
   else
-    far = hlo_multiply(b, fn1(b, "exponential", fn1(b, "negate", x)), far);
-  far = hlo_divide(b, far, fn1(b, "sqrt", x));
+    far = hlo_multiply(b, hlo_unary(b, "exponential", hlo_unary(b, "negate", x)), far);
+  far = hlo_divide(b, far, hlo_unary(b, "sqrt", x));
   hlo_value r = hlo_select(b, hlo_compare_constant(b, "LE", x, 2), near, far);
   return hlo_select_constant(b, hlo_compare_constant(b, "EQ", x, 0), INFINITY,
                              hlo_select_constant(b, hlo_compare_constant(b, "LT", x, 0), NAN, r));
@@ -183,15 +182,15 @@ static hlo_value bessel_far(hlo_builder* b, hlo_value x, const bessel_order* o, 
   hlo_value p = rational(b, w, &o->pp, &o->pq);
   hlo_value q = hlo_multiply(b, five_x, rational(b, w, &o->qp, &o->qq));
   hlo_value angle = hlo_binary_constant(b, "add", x, -o->phase);
-  hlo_value cos_a = fn1(b, "cosine", angle), sin_a = fn1(b, "sine", angle);
+  hlo_value cos_a = hlo_unary(b, "cosine", angle), sin_a = hlo_unary(b, "sine", angle);
   hlo_value sum = first_kind ? hlo_subtract(b, hlo_multiply(b, p, cos_a), hlo_multiply(b, q, sin_a))
                              : hlo_add(b, hlo_multiply(b, p, sin_a), hlo_multiply(b, q, cos_a));
   return hlo_divide(b, hlo_binary_constant(b, "multiply", sum, 0.797884560802865355879892119868763737),
-                    fn1(b, "sqrt", x));
+                    hlo_unary(b, "sqrt", x));
 }
 
 static hlo_value bessel_j(hlo_builder* b, hlo_value x, const bessel_order* o) {
-  hlo_value ax = fn1(b, "abs", x), z = hlo_multiply(b, x, x);
+  hlo_value ax = hlo_unary(b, "abs", x), z = hlo_multiply(b, x, x);
   hlo_value r = rational(b, z, &o->rp, &o->rq);
   hlo_value near;
   if (o == &ORDER0) {
@@ -212,7 +211,7 @@ static hlo_value bessel_j(hlo_builder* b, hlo_value x, const bessel_order* o) {
 }
 
 static hlo_value bessel_y(hlo_builder* b, hlo_value x, const bessel_order* o) {
-  hlo_value z = hlo_multiply(b, x, x), log_x = fn1(b, "log", x);
+  hlo_value z = hlo_multiply(b, x, x), log_x = hlo_unary(b, "log", x);
   hlo_value r = rational(b, z, &o->yp, &o->yq);
   hlo_value two_pi = hlo_constant_like(b, x, 0.636619772367581343075535053490057448);
   hlo_value near;
@@ -239,9 +238,9 @@ static hlo_value spherical_j0_fn(hlo_builder* b, hlo_value x) {
   static const series taylor = SERIES(sinc_taylor);
   hlo_value z = hlo_multiply(b, x, x);
   hlo_value near = hlo_binary_constant(b, "add", hlo_multiply(b, z, polynomial(b, z, &taylor)), 1);
-  hlo_value v = hlo_select(b, hlo_compare_constant(b, "LT", fn1(b, "abs", x), 0.5), near,
-                           hlo_divide(b, fn1(b, "sine", x), x));
-  return hlo_select_constant(b, hlo_compare_constant(b, "EQ", fn1(b, "abs", x), INFINITY), 0, v);
+  hlo_value v = hlo_select(b, hlo_compare_constant(b, "LT", hlo_unary(b, "abs", x), 0.5), near,
+                           hlo_divide(b, hlo_unary(b, "sine", x), x));
+  return hlo_select_constant(b, hlo_compare_constant(b, "EQ", hlo_unary(b, "abs", x), INFINITY), 0, v);
 }
 
 /* ---- normal distribution ---- */
@@ -260,8 +259,8 @@ static hlo_value ndtri_fn(hlo_builder* b, hlo_value y0) {
       b, h,
       hlo_multiply(b, h, hlo_divide(b, hlo_multiply(b, h2, polynomial(b, h2, &p0)), polynomial(b, h2, &q0))));
   middle = hlo_binary_constant(b, "multiply", middle, 2.50662827463100050242E0);
-  hlo_value x = fn1(b, "sqrt", hlo_binary_constant(b, "multiply", fn1(b, "log", y), -2.0));
-  hlo_value x0 = hlo_subtract(b, x, hlo_divide(b, fn1(b, "log", x), x));
+  hlo_value x = hlo_unary(b, "sqrt", hlo_binary_constant(b, "multiply", hlo_unary(b, "log", y), -2.0));
+  hlo_value x0 = hlo_subtract(b, x, hlo_divide(b, hlo_unary(b, "log", x), x));
   hlo_value z = c_div(b, 1, x);
   hlo_value x1 =
       hlo_select(b, hlo_compare_constant(b, "LT", x, 8), hlo_multiply(b, z, rational(b, z, &p1, &q1)),
@@ -279,10 +278,10 @@ static hlo_value ndtri_fn(hlo_builder* b, hlo_value y0) {
  * with t = x / sqrt(2) (hlo_erfc is as accurate in the tail as the CPU's). */
 static hlo_value log_ndtr_fn(hlo_builder* b, hlo_value x) {
   hlo_value t = hlo_binary_constant(b, "multiply", x, 0.707106781186547524400844362104849039);
-  hlo_value scaled = hlo_erfcx(b, fn1(b, "abs", t));
-  hlo_value low =
-      hlo_subtract(b, fn1(b, "log", hlo_binary_constant(b, "multiply", scaled, 0.5)), hlo_multiply(b, t, t));
-  hlo_value high = fn1(b, "log_plus_one", hlo_binary_constant(b, "multiply", hlo_erfc(b, t), -0.5));
+  hlo_value scaled = hlo_erfcx(b, hlo_unary(b, "abs", t));
+  hlo_value low = hlo_subtract(b, hlo_unary(b, "log", hlo_binary_constant(b, "multiply", scaled, 0.5)),
+                               hlo_multiply(b, t, t));
+  hlo_value high = hlo_unary(b, "log_plus_one", hlo_binary_constant(b, "multiply", hlo_erfc(b, t), -0.5));
   return hlo_select(b, hlo_compare_constant(b, "LT", x, -1), low, high);
 }
 
@@ -301,7 +300,7 @@ static hlo_value log_ndtr_fn(hlo_builder* b, hlo_value x) {
 static hlo_value airy_ai_fn(hlo_builder* b, hlo_value x) {
   static const series an = SERIES(airy_an), ad = SERIES(airy_ad), afn = SERIES(airy_afn),
                       afd = SERIES(airy_afd), agn = SERIES(airy_agn), agd = SERIES(airy_agd);
-  hlo_value root = fn1(b, "sqrt", fn1(b, "abs", x)), fourth_root = fn1(b, "sqrt", root);
+  hlo_value root = hlo_unary(b, "sqrt", hlo_unary(b, "abs", x)), fourth_root = hlo_unary(b, "sqrt", root);
 
   hlo_value zeta = hlo_binary_constant(b, "divide", hlo_multiply(b, hlo_binary_constant(b, "multiply", x, -2), root), 3);
   hlo_value z = c_div(b, 1, zeta), zz = hlo_multiply(b, z, z);
@@ -310,15 +309,15 @@ static hlo_value airy_ai_fn(hlo_builder* b, hlo_value x) {
   hlo_value phase_part = hlo_divide(b, hlo_multiply(b, z, polynomial(b, zz, &agn)), polynomial(b, zz, &agd));
   hlo_value phase = hlo_binary_constant(b, "add", zeta, 0.25 * M_PI);
   hlo_value below = hlo_multiply(b, c_div(b, ONE_OVER_SQRT_PI, fourth_root),
-                                 hlo_subtract(b, hlo_multiply(b, fn1(b, "sine", phase), modulus),
-                                              hlo_multiply(b, fn1(b, "cosine", phase), phase_part)));
+                                 hlo_subtract(b, hlo_multiply(b, hlo_unary(b, "sine", phase), modulus),
+                                              hlo_multiply(b, hlo_unary(b, "cosine", phase), phase_part)));
 
   zeta = hlo_binary_constant(b, "divide", hlo_multiply(b, hlo_binary_constant(b, "multiply", x, 2), root), 3);
   hlo_value inverse = c_div(b, 1, zeta);
   hlo_value ratio = hlo_divide(b, polynomial(b, inverse, &an), polynomial(b, inverse, &ad));
-  hlo_value above = hlo_divide(b, hlo_binary_constant(b, "multiply", ratio, ONE_OVER_SQRT_PI),
-                               hlo_multiply(b, hlo_binary_constant(b, "multiply", fourth_root, 2),
-                                            fn1(b, "exponential", zeta)));
+  hlo_value above = hlo_divide(
+      b, hlo_binary_constant(b, "multiply", ratio, ONE_OVER_SQRT_PI),
+      hlo_multiply(b, hlo_binary_constant(b, "multiply", fourth_root, 2), hlo_unary(b, "exponential", zeta)));
 
   /* f = sum of x^(3k) / (2 3 5 6 ... (3k-1) 3k), g = x times the like sum */
   hlo_value cube = hlo_multiply(b, hlo_multiply(b, x, x), x);
@@ -333,7 +332,7 @@ static hlo_value airy_ai_fn(hlo_builder* b, hlo_value x) {
     hlo_value f_next = hlo_add(b, f, m_next);
     m = hlo_select(b, summing, m_next, m);
     n = hlo_select(b, summing, n_next, n);
-    t = hlo_select(b, summing, fn1(b, "abs", hlo_divide(b, m_next, f_next)), t);
+    t = hlo_select(b, summing, hlo_unary(b, "abs", hlo_divide(b, m_next, f_next)), t);
     f = hlo_select(b, summing, f_next, f);
     g = hlo_select(b, summing, hlo_add(b, g, n_next), g);
   }
@@ -343,7 +342,7 @@ static hlo_value airy_ai_fn(hlo_builder* b, hlo_value x) {
   hlo_value v = hlo_select(b, hlo_compare_constant(b, "GE", x, 2.09), above, middle);
   v = hlo_select(b, hlo_compare_constant(b, "LT", x, -2.09), below, v);
   v = hlo_select_constant(b, hlo_compare_constant(b, "GT", x, 103.892), 0, v);
-  return hlo_select_constant(b, hlo_compare_constant(b, "EQ", fn1(b, "abs", x), INFINITY), NAN, v);
+  return hlo_select_constant(b, hlo_compare_constant(b, "EQ", hlo_unary(b, "abs", x), INFINITY), NAN, v);
 }
 
 /* ---- lowerings ---- */
