@@ -139,6 +139,38 @@ def test_memory_accounting():
     assert torch.tpu.max_memory_allocated() == peak
 
 
+def test_memory_statistics_as_torch_accelerator_reports_them():
+    """torch.accelerator's device-agnostic memory functions (which asserted
+    inside PyTorch before the allocator was a DeviceAllocator) and the
+    torch.cuda-shaped ones read the same counts."""
+    torch.tpu.synchronize()
+    torch.tpu.reset_accumulated_memory_stats()
+    torch.accelerator.reset_peak_memory_stats()
+    before = torch.tpu.memory_stats()
+    x, y = torch.empty(1000, device="tpu"), torch.empty(24, dtype=torch.int8, device="tpu")
+    stats = torch.accelerator.memory_stats()
+    assert stats["allocated_bytes.all.current"] == before["allocated_bytes.all.current"] + 4024
+    assert stats["allocated_bytes.all.allocated"] == before["allocated_bytes.all.allocated"] + 4024
+    assert stats["allocation.all.current"] == before["allocation.all.current"] + 2
+    assert stats["num_device_alloc"] == before["num_device_alloc"] + 2
+    del x
+    after = torch.tpu.memory_stats("tpu:0")
+    assert after["allocated_bytes.all.freed"] == before["allocated_bytes.all.freed"] + 4000
+    assert after["allocation.all.freed"] == before["allocation.all.freed"] + 1
+    assert after["allocated_bytes.all.peak"] >= before["allocated_bytes.all.current"] + 4024
+    assert torch.tpu.memory_allocated() == torch.accelerator.memory_allocated() == torch.tpu.memory_reserved()
+    assert torch.tpu.max_memory_reserved() == torch.tpu.max_memory_allocated() == after["allocated_bytes.all.peak"]
+    free, total = torch.tpu.mem_get_info()
+    assert 0 < free <= total and (free, total) != (0, 0)
+    torch.tpu.empty_cache()
+    torch.accelerator.empty_cache()
+    del y
+    with pytest.raises(RuntimeError, match=r"tpu:7 is not a valid device"):
+        torch.tpu.memory_stats(7)
+    with pytest.raises(RuntimeError, match=r"tpu:7 is not a valid device"):
+        torch.tpu.mem_get_info(7)
+
+
 def test_metrics_and_runtime_scalars_do_not_recompile():
     keys = torch_tpu.metrics.counters()
     for k in ("compile", "cache_hit", "execute", "cpu_fallback", "transfer_to_device", "transfer_to_host"):

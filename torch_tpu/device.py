@@ -56,16 +56,51 @@ def get_device_properties(device=None):
     return info
 
 
+# Memory: the runtime's own count of device storage, through PyTorch's
+# torch.accelerator functions (the allocator is a c10::DeviceAllocator). A
+# storage is its own device allocation, so reserved equals allocated.
+
+
+def memory_stats(device=None):
+    """torch.cuda.memory_stats's keys; the "all" pool only."""
+    return torch.accelerator.memory_stats(_index(device))
+
+
 def memory_allocated(device=None):
-    return _C._memory_allocated(_index(device))
+    return torch.accelerator.memory_allocated(_index(device))
 
 
 def max_memory_allocated(device=None):
-    return _C._max_memory_allocated(_index(device))
+    return torch.accelerator.max_memory_allocated(_index(device))
+
+
+def memory_reserved(device=None):
+    return torch.accelerator.memory_reserved(_index(device))
+
+
+def max_memory_reserved(device=None):
+    return torch.accelerator.max_memory_reserved(_index(device))
 
 
 def reset_peak_memory_stats(device=None):
-    _C._reset_peak_memory_stats(_index(device))
+    torch.accelerator.reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device=None):
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes: the plugin's limit less its use; on the CPU
+    platform the host's available and total memory."""
+    return torch.accelerator.get_memory_info(_index(device))
+
+
+def empty_cache():
+    """Gives memory kept for reuse back to the system: freed host memory that
+    TORCH_TPU_CPU_KEEP_FREED_MEMORY=1 keeps (CPU platform); storage itself is
+    freed when its last tensor goes."""
+    torch.accelerator.empty_cache()
 
 
 def _generator(device=None):

@@ -25,7 +25,7 @@ tpu_status tpu_buffer_create(int device, size_t nbytes, tpu_buffer** out_buffer)
   if (live_buffers) live_buffers->prev = buffer;
   live_buffers = buffer;
   runtime_unlock();
-  memory_account(device, (int64_t)nbytes);
+  memory_account(device, (int64_t)nbytes, false);
   *out_buffer = buffer;
   return NULL;
 }
@@ -41,7 +41,7 @@ void tpu_buffer_release(tpu_buffer* buffer) {
   if (buffer->next) buffer->next->prev = buffer->prev;
   inflight_drop_storage(buffer->device, buffer->pjrt);
   runtime_unlock();
-  memory_account(buffer->device, -(int64_t)buffer->nbytes);
+  memory_account(buffer->device, (int64_t)buffer->nbytes, true);
   free(buffer);
 }
 

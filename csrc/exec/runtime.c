@@ -19,8 +19,13 @@ static pthread_mutex_t lock;
 static pthread_once_t lock_once = PTHREAD_ONCE_INIT;
 static tpu_pjrt* pjrt;
 static atomic_llong counters[TPU_COUNTER_COUNT];
-static atomic_llong allocated[MAX_DEVICES];
-static atomic_llong peak[MAX_DEVICES];
+/* A tpu_memory_stat kept with atomics: storages are made and freed on any thread. */
+typedef struct memory_measure {
+  atomic_llong current, peak, allocated, freed;
+} memory_measure;
+static struct {
+  memory_measure bytes, allocations;
+} memory[MAX_DEVICES];
 
 /* Scalars repeat (alpha = 1, offsets, fill values): keep one device copy of
  * each recent value instead of a transfer per op. Direct-mapped by hash. */
@@ -108,19 +113,51 @@ void tpu_counters_reset(void) {
 
 static bool valid_device(int device) { return device >= 0 && device < MAX_DEVICES; }
 
-void memory_account(int device, int64_t delta) {
-  if (!valid_device(device)) return;
-  long long now = atomic_fetch_add(&allocated[device], delta) + delta;
-  long long seen = atomic_load(&peak[device]);
-  while (now > seen && !atomic_compare_exchange_weak(&peak[device], &seen, now)) {
+static void measure_change(memory_measure* m, int64_t amount, bool freed) {
+  atomic_fetch_add(freed ? &m->freed : &m->allocated, amount);
+  int64_t change = freed ? -amount : amount;
+  long long now = atomic_fetch_add(&m->current, change) + change;
+  long long seen = atomic_load(&m->peak);
+  while (now > seen && !atomic_compare_exchange_weak(&m->peak, &seen, now)) {
   }
 }
 
-int64_t tpu_memory_allocated(int device) { return valid_device(device) ? atomic_load(&allocated[device]) : 0; }
-int64_t tpu_memory_peak(int device) { return valid_device(device) ? atomic_load(&peak[device]) : 0; }
-void tpu_memory_reset_peak(int device) {
-  if (valid_device(device)) atomic_store(&peak[device], atomic_load(&allocated[device]));
+void memory_account(int device, int64_t nbytes, bool freed) {
+  if (!valid_device(device)) return;
+  measure_change(&memory[device].bytes, nbytes, freed);
+  measure_change(&memory[device].allocations, 1, freed);
 }
+
+static tpu_memory_stat measure_read(memory_measure* m) {
+  return (tpu_memory_stat){atomic_load(&m->current), atomic_load(&m->peak), atomic_load(&m->allocated),
+                           atomic_load(&m->freed)};
+}
+
+tpu_memory_stats tpu_memory_stats_of(int device) {
+  if (!valid_device(device)) return (tpu_memory_stats){0};
+  return (tpu_memory_stats){measure_read(&memory[device].bytes), measure_read(&memory[device].allocations)};
+}
+
+void tpu_memory_reset_peak(int device) {
+  if (!valid_device(device)) return;
+  atomic_store(&memory[device].bytes.peak, atomic_load(&memory[device].bytes.current));
+  atomic_store(&memory[device].allocations.peak, atomic_load(&memory[device].allocations.current));
+}
+
+void tpu_memory_reset_totals(int device) {
+  if (!valid_device(device)) return;
+  atomic_store(&memory[device].bytes.allocated, 0);
+  atomic_store(&memory[device].bytes.freed, 0);
+  atomic_store(&memory[device].allocations.allocated, 0);
+  atomic_store(&memory[device].allocations.freed, 0);
+}
+
+tpu_status tpu_memory_info(int device, int64_t* out_free, int64_t* out_total) {
+  if (!pjrt) return TPU_ERROR(TPU_NOT_FOUND, "the tpu runtime has no plugin open yet");
+  return tpu_pjrt_device_memory(pjrt, device, out_free, out_total);
+}
+
+void tpu_memory_release_cached(void) { tpu_pjrt_release_freed_memory(pjrt); }
 
 /* ---- scalar buffers ---- */
 

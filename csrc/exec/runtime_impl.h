@@ -47,7 +47,8 @@ tpu_dtype buffer_storage_dtype(const tpu_buffer* buffer, tpu_dtype view_dtype);
 /* The most devices one process addresses (per-device tables are this long). */
 #define MAX_DEVICES 64
 
-void memory_account(int device, int64_t delta);
+/* Counts a storage of `nbytes` made (freed false) or freed on `device`. */
+void memory_account(int device, int64_t nbytes, bool freed);
 
 /* Calls fn on every live buffer of `device` that holds device storage,
  * until one fails. Lock held. */

@@ -60,6 +60,13 @@ int tpu_pjrt_lowered_threads(const tpu_pjrt* pjrt);
 /* Whether keep_freed_memory took effect. */
 bool tpu_pjrt_keeps_freed_memory(const tpu_pjrt* pjrt);
 const char* tpu_pjrt_device_kind(const tpu_pjrt* pjrt, int device); /* "" if out of range */
+/* The device's free and total memory in bytes: the plugin's limit less its
+ * bytes in use where it reports a limit; on the CPU platform, whose device
+ * memory is the host's, the host's available and total memory. */
+tpu_status tpu_pjrt_device_memory(tpu_pjrt* pjrt, int device, int64_t* out_free, int64_t* out_total);
+/* Gives freed memory the process keeps for reuse (keep_freed_memory) back to
+ * the system. */
+void tpu_pjrt_release_freed_memory(tpu_pjrt* pjrt);
 
 /* Copies a dense row-major host array to a new buffer on `device`. Returns
  * once the host memory may be reused. */

@@ -416,3 +416,31 @@ const char* tpu_pjrt_device_kind(const tpu_pjrt* pjrt, int device) {
   if (!pjrt || device < 0 || device >= pjrt->device_count) return "";
   return pjrt->device_kinds[device];
 }
+
+tpu_status tpu_pjrt_device_memory(tpu_pjrt* pjrt, int device, int64_t* out_free, int64_t* out_total) {
+  *out_free = *out_total = 0;
+  if (!pjrt || device < 0 || device >= pjrt->device_count)
+    return TPU_ERROR(TPU_INVALID_ARGUMENT, "no tpu:%d to report memory for", device);
+  const PJRT_Api* api = pjrt->api;
+  if (TPU_PJRT_HAS(api, PJRT_Device_MemoryStats)) {
+    PJRT_Device_MemoryStats_Args stats;
+    memset(&stats, 0, sizeof stats);
+    stats.struct_size = PJRT_Device_MemoryStats_Args_STRUCT_SIZE;
+    stats.device = pjrt->devices[device];
+    PJRT_Error* error = api->PJRT_Device_MemoryStats(&stats);
+    if (error) {
+      tpu_pjrt_error_drop(api, error); /* unimplemented on some plugins: the host's figures below */
+    } else if (stats.bytes_limit_is_set) {
+      *out_total = stats.bytes_limit;
+      *out_free = stats.bytes_limit > stats.bytes_in_use ? stats.bytes_limit - stats.bytes_in_use : 0;
+      return NULL;
+    }
+  }
+  if (strcmp(pjrt->platform_name, "cpu") == 0) return tpu_host_memory_size(out_free, out_total);
+  return TPU_ERROR(TPU_UNIMPLEMENTED, "the %s plugin (%s) reports no memory limit for tpu:%d",
+                   pjrt->platform_name, pjrt->plugin_path, device);
+}
+
+void tpu_pjrt_release_freed_memory(tpu_pjrt* pjrt) {
+  if (pjrt && pjrt->keeps_freed_memory) tpu_host_memory_release();
+}

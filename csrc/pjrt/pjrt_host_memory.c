@@ -1,4 +1,5 @@
-/* Freed host memory stays in the process (for the CPU platform).
+/* The host's memory: its size, and a policy that keeps freed memory in the
+ * process for the CPU platform, given back on request (empty_cache).
  *
  * The CPU plugin's device memory is the host's: at each execution it mallocs
  * the program's outputs and its scratch area (the temporaries XLA's buffer
@@ -17,6 +18,8 @@
  * this runs before the plugin's threads start. Process-wide (glibc has one
  * policy per process); glibc only. */
 #include <limits.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "pjrt/pjrt_internal.h"
 
@@ -28,8 +31,29 @@ bool tpu_host_memory_keep_freed(void) {
          mallopt(M_ARENA_MAX, 1) == 1;
 }
 
+void tpu_host_memory_release(void) { malloc_trim(0); }
+
 #else
 
 bool tpu_host_memory_keep_freed(void) { return false; }
+void tpu_host_memory_release(void) {}
 
 #endif
+
+/* Linux's MemAvailable counts the page cache the kernel would give up, which
+ * sysconf's free pages leave out; sysconf where /proc is not there. */
+tpu_status tpu_host_memory_size(int64_t* out_available, int64_t* out_total) {
+  long page = sysconf(_SC_PAGESIZE), pages = sysconf(_SC_PHYS_PAGES), free_pages = sysconf(_SC_AVPHYS_PAGES);
+  if (page <= 0 || pages <= 0 || free_pages < 0)
+    return TPU_ERROR(TPU_UNIMPLEMENTED, "this system does not report its memory size");
+  *out_total = (int64_t)page * pages;
+  *out_available = (int64_t)page * free_pages;
+  FILE* meminfo = fopen("/proc/meminfo", "r");
+  if (!meminfo) return NULL;
+  char line[128];
+  long long kib;
+  while (fgets(line, sizeof line, meminfo))
+    if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) *out_available = (int64_t)kib * 1024;
+  fclose(meminfo);
+  return NULL;
+}

@@ -39,6 +39,10 @@ void tpu_pjrt_error_drop(const PJRT_Api* api, PJRT_Error* error);
 /* Keeps freed host memory in the process for reuse (pjrt_host_memory.c);
  * false where the C library offers no such policy. */
 bool tpu_host_memory_keep_freed(void);
+/* Gives the freed memory kept in the process back to the system. */
+void tpu_host_memory_release(void);
+/* The host's available (reclaimable included) and total memory in bytes. */
+tpu_status tpu_host_memory_size(int64_t* out_available, int64_t* out_total);
 
 /* Destroys `event` (NULL is OK). */
 void tpu_pjrt_event_drop(const PJRT_Api* api, PJRT_Event* event);

@@ -122,10 +122,10 @@ static void test_add_and_cache(void) {
   CHECK_OK(tpu_tensor_to_host(&tb, out));
   float mid[6] = {10, 20, -1, -2, 50, 60};
   for (int i = 0; i < 6; i++) CHECK(out[i] == mid[i]);
-  CHECK(tpu_memory_allocated(0) >= 4 * 24);
+  CHECK(tpu_memory_stats_of(0).bytes.current >= 4 * 24);
   release_operands(&ta, &tb, &to);
   tpu_buffer_release(bt);
-  CHECK(tpu_memory_allocated(0) == 0);
+  CHECK(tpu_memory_stats_of(0).bytes.current == 0);
 }
 
 /* Complex storage read and written through float views and back
@@ -356,6 +356,34 @@ static void test_errors(void) {
   tpu_buffer_release(b);
 }
 
+/* Allocator statistics count storages and bytes both ways; the device
+ * memory of the CPU platform is the host's. */
+static void test_memory_stats(void) {
+  tpu_memory_reset_totals(0);
+  tpu_memory_stats before = tpu_memory_stats_of(0);
+  CHECK(before.bytes.allocated == 0 && before.allocations.freed == 0);
+  tpu_buffer *a = NULL, *b = NULL;
+  CHECK_OK(tpu_buffer_create(0, 1000, &a));
+  CHECK_OK(tpu_buffer_create(0, 24, &b));
+  tpu_buffer_release(a);
+  tpu_memory_stats after = tpu_memory_stats_of(0);
+  CHECK(after.bytes.current == before.bytes.current + 24 && after.bytes.allocated == 1024 &&
+        after.bytes.freed == 1000 && after.bytes.peak >= before.bytes.current + 1024);
+  CHECK(after.allocations.current == before.allocations.current + 1 && after.allocations.allocated == 2 &&
+        after.allocations.freed == 1);
+  tpu_memory_reset_peak(0);
+  CHECK(tpu_memory_stats_of(0).bytes.peak == after.bytes.current);
+  tpu_buffer_release(b);
+  CHECK(tpu_memory_stats_of(-1).bytes.current == 0);
+  int64_t free_bytes = -1, total = -1;
+  CHECK_OK(tpu_memory_info(0, &free_bytes, &total));
+  CHECK(total > 0 && free_bytes > 0 && free_bytes <= total);
+  tpu_status s = tpu_memory_info(99, &free_bytes, &total);
+  CHECK(tpu_status_code_of(s) == TPU_INVALID_ARGUMENT && strstr(tpu_status_message(s), "tpu:99"));
+  tpu_status_free(s);
+  tpu_memory_release_cached();
+}
+
 int main(void) {
   /* Loaded executables may hold 8 memory maps (about two small programs;
    * the default is tens of thousands), so these tests also unload programs
@@ -369,6 +397,7 @@ int main(void) {
     test_captured_program();
     test_debug_index_check();
     test_errors();
+    test_memory_stats();
     CHECK_OK(tpu_device_synchronize(0));
     CHECK(tpu_counter_get(TPU_COUNTER_PROGRAM_UNLOAD) > 0);
   }

@@ -64,10 +64,31 @@ tpu_status tpu_buffer_from_host(tpu_buffer* dst, const void* src);
  * reinterpreted as a wider `dtype`; otherwise nothing changes. */
 tpu_status tpu_buffer_retype(tpu_buffer* buffer, tpu_dtype dtype);
 
-/* Live bytes of device storage per device, and the peak since reset. */
-int64_t tpu_memory_allocated(int device);
-int64_t tpu_memory_peak(int device);
+/* One measure of a device's storage, as PyTorch's allocator statistics
+ * keep it: the live amount, its peak since tpu_memory_reset_peak, and the
+ * amounts added and removed since tpu_memory_reset_totals. */
+typedef struct tpu_memory_stat {
+  int64_t current;
+  int64_t peak;
+  int64_t allocated;
+  int64_t freed;
+} tpu_memory_stat;
+
+typedef struct tpu_memory_stats {
+  tpu_memory_stat bytes;       /* bytes of storage */
+  tpu_memory_stat allocations; /* storages */
+} tpu_memory_stats;
+
+/* Zeros for a device index out of range. */
+tpu_memory_stats tpu_memory_stats_of(int device);
 void tpu_memory_reset_peak(int device);
+void tpu_memory_reset_totals(int device);
+/* Free and total bytes of the device's memory (see tpu_pjrt_device_memory). */
+tpu_status tpu_memory_info(int device, int64_t* out_free, int64_t* out_total);
+/* Gives memory kept for reuse back to the system (torch.tpu.empty_cache):
+ * the freed host memory kept under the CPU platform's keep_freed_memory.
+ * Storage has no cache of its own: a freed storage's buffer is freed. */
+void tpu_memory_release_cached(void);
 
 /* ---- tensors: a strided view of a buffer ---- */
 

@@ -2,6 +2,7 @@
 // generators, each a thin shell over the C runtime.
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
 
@@ -25,9 +26,20 @@ thread_local int current_index = 0;
 
 void release_buffer(void* context) { tpu_buffer_release(static_cast<tpu_buffer*>(context)); }
 
+void set_stat(c10::CachingDeviceAllocator::StatArray& stat, const tpu_memory_stat& from) {
+  auto& all = stat[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+  all.current = from.current;
+  all.peak = from.peak;
+  all.allocated = from.allocated;
+  all.freed = from.freed;
+}
+
 // Storage holds a tpu_buffer handle as its data pointer: an opaque address
-// that identifies the storage, never memory to read.
-struct TpuAllocator final : c10::Allocator {
+// that identifies the storage, never memory to read. A DeviceAllocator, so
+// torch.accelerator's memory functions work; every storage is its own
+// device allocation (no cache of freed blocks), so reserved equals
+// allocated, and the statistics have no small/large pools.
+struct TpuAllocator final : c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     int device = current_device();
     tpu_buffer* buffer = nullptr;
@@ -37,6 +49,35 @@ struct TpuAllocator final : c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return &release_buffer; }
   void copy_data(void*, const void*, std::size_t) const override {
     TORCH_CHECK(false, "tpu storage cannot be copied as raw bytes; use tensor.copy_()");
+  }
+  bool initialized() override { return tpu_runtime_ready(); }
+  void emptyCache(c10::MempoolId_t) override { tpu_memory_release_cached(); }
+  // A storage is freed after the work enqueued on it, whichever stream enqueued it.
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    check_device_index(device);
+    tpu_memory_stats stats = tpu_memory_stats_of(device);
+    c10::CachingDeviceAllocator::DeviceStats out;
+    for (auto* bytes : {&out.allocated_bytes, &out.reserved_bytes, &out.active_bytes, &out.requested_bytes})
+      set_stat(*bytes, stats.bytes);
+    for (auto* count : {&out.allocation, &out.segment, &out.active}) set_stat(*count, stats.allocations);
+    out.num_device_alloc = stats.allocations.allocated;
+    out.num_device_free = stats.allocations.freed;
+    return out;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    check_device_index(device);
+    tpu_memory_reset_totals(device);
+  }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    check_device_index(device);
+    tpu_memory_reset_peak(device);
+  }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    check_device_index(device);
+    int64_t free_bytes = 0, total = 0;
+    check(tpu_memory_info(device, &free_bytes, &total));
+    return {static_cast<size_t>(free_bytes), static_cast<size_t>(total)};
   }
 };
 

@@ -128,9 +128,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_current_device", &current_device);
   m.def("_set_device", &set_current_device);
   m.def("_synchronize", &synchronize);
-  m.def("_memory_allocated", [](int d) { check_device_index(d); return tpu_memory_allocated(d); });
-  m.def("_max_memory_allocated", [](int d) { check_device_index(d); return tpu_memory_peak(d); });
-  m.def("_reset_peak_memory_stats", [](int d) { check_device_index(d); tpu_memory_reset_peak(d); });
   m.def("_default_generator", &generator);
   m.def("_counters", &counters);
   m.def("_reset_counters", &reset_counters);
