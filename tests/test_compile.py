@@ -277,6 +277,75 @@ def test_host_read_inside_the_function_is_a_graph_break():
     assert_close(scale_by_max(x.to("tpu")), x / x.max().item())
 
 
+def test_cond_takes_either_branch_in_one_program_with_gradients():
+    """torch.cond on a tensor predicate stays in the graph (no break): one
+    program per signature serves both branches, forward and backward."""
+    def branchy(x, w):
+        return torch.cond(x.sum() > 0, lambda a, b: (a * b).sin(), lambda a, b: (a - b).exp().cos(), (x, w))
+
+    compiled = torch.compile(branchy, backend="tpu", fullgraph=True)
+    w = torch.randn(4, 3)
+    for i, x in enumerate([torch.rand(4, 3) + 0.1, -torch.rand(4, 3) - 0.1]):
+        x_cpu, w_cpu = x.clone().requires_grad_(), w.clone().requires_grad_()
+        x_tpu, w_tpu = x.to("tpu").requires_grad_(), w.to("tpu").requires_grad_()
+        if i == 1:
+            torch_tpu.metrics.reset()
+        out = compiled(x_tpu, w_tpu)
+        expected = branchy(x_cpu, w_cpu)
+        assert_close(out, expected)
+        out.square().sum().backward()
+        expected.square().sum().backward()
+        assert_close(x_tpu.grad, x_cpu.grad)
+        assert_close(w_tpu.grad, w_cpu.grad)
+    assert torch_tpu.metrics.counters()["compile"] == 0
+
+
+def test_while_loop_runs_between_programs_with_gradients():
+    """while_loop's trip count is read on the host after each step, so the
+    graph is cut around it (as around host ops); forward and backward match
+    the CPU, and a repeated call compiles nothing."""
+    from torch._higher_order_ops.while_loop import while_loop
+
+    def repeated(i, x, w):
+        count, y = while_loop(lambda i, y: i < 4, lambda i, y: (i + 1, (y @ w).sin()), (i, x * 2))
+        return y.cos() + count
+
+    compiled = torch.compile(repeated, backend="tpu", fullgraph=True)
+    # float64: float32 gradients through four products differ by ~1e-5
+    x, w = torch.randn(3, 3, dtype=torch.float64), torch.randn(3, 3, dtype=torch.float64)
+    # Another trip count gives the backward other shapes (it keeps each
+    # step's values): the third call repeats the first's.
+    for start in (0, 2, 0):
+        x_cpu, w_cpu = x.clone().requires_grad_(), w.clone().requires_grad_()
+        x_tpu, w_tpu = x.to("tpu").requires_grad_(), w.to("tpu").requires_grad_()
+        torch_tpu.metrics.reset()
+        out = compiled(torch.tensor(start).to("tpu"), x_tpu, w_tpu)
+        expected = repeated(torch.tensor(start), x_cpu, w_cpu)
+        assert_close(out, expected)
+        out.sum().backward()
+        expected.sum().backward()
+        assert_close(x_tpu.grad, x_cpu.grad)
+        assert_close(w_tpu.grad, w_cpu.grad)
+    assert torch_tpu.metrics.counters()["compile"] == 0
+
+
+def test_a_number_read_inside_a_full_graph_feeds_the_next_program():
+    """With capture_scalar_outputs, .item() stays in the graph: it runs
+    between two programs, and its value reaches the second as an argument,
+    not a constant, so new values compile nothing."""
+    def scaled(x):
+        return (x * x.sum().item()).sin()
+
+    compiled = torch.compile(scaled, backend="tpu", fullgraph=True)
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        for i in range(3):
+            x = torch.randn(5)
+            if i == 2:
+                torch_tpu.metrics.reset()
+            assert_close(compiled(x.to("tpu")), scaled(x))
+    assert torch_tpu.metrics.counters()["compile"] == 0
+
+
 def test_an_op_without_lowering_raises_and_the_process_keeps_working():
     @torch.compile(backend="tpu")
     def f(x):

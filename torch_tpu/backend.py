@@ -19,6 +19,7 @@ import torch
 import torch.fx
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
 from torch.fx.passes.split_module import split_module
 
 from . import _C
@@ -45,6 +46,7 @@ def _on_tpu(value):
 
 
 _CHECK_ERRORS = torch.ops.aten._linalg_check_errors.default
+_COND = torch.ops.higher_order.cond
 
 
 class _TpuInterpreter(torch.fx.Interpreter):
@@ -67,7 +69,27 @@ class _TpuInterpreter(torch.fx.Interpreter):
         if target is _CHECK_ERRORS:
             self.checks.append((args[0], args[1], kwargs.get("is_matrix", True)))
             return None
+        if target is _COND:
+            return self._cond(*args, **kwargs)
         return super().call_function(target, args, kwargs)
+
+    def _cond(self, pred, true_graph, false_graph, operands):
+        """torch.cond. A captured program cannot branch on a value it has
+        not computed yet, so it computes both branches and selects each
+        output by the predicate. torch.cond's branches are functional (no
+        mutation, same output shapes and dtypes), so the result is the taken
+        branch's; only its cost is both branches', and random ops in the
+        branches draw from the generator for both."""
+        if not isinstance(pred, torch.Tensor):
+            return self._branch(true_graph if pred else false_graph, operands)
+        outs = zip(self._branch(true_graph, operands), self._branch(false_graph, operands))
+        return [torch.where(pred, a, b) if isinstance(a, torch.Tensor) else a for a, b in outs]
+
+    def _branch(self, graph, operands):
+        branch = _TpuInterpreter(graph)
+        outs = branch.run(*operands)
+        self.checks.extend(branch.checks)
+        return outs
 
     def get_attr(self, target, args, kwargs):
         return torch.fx.node.map_aggregate(super().get_attr(target, args, kwargs), _on_tpu)
@@ -170,8 +192,17 @@ class CompiledGraph:
         return _Captured(program, template, slots, self.cpu_outputs, cpu_inputs, checks)
 
 
+# Ops a captured program cannot hold, run eagerly between the programs: those
+# computed on the host; while_loop (and the form of it that keeps each step's
+# values for its backward), whose trip count the host reads from its
+# condition after each step, as a captured program has no loops of its own;
+# and a tensor's value read as a number (its backward reads the trip count).
+_EAGER_OPS = _linalg.HOST_OPS | {torch.ops.higher_order.while_loop, torch.ops.higher_order.while_loop_stack_output,
+                                 torch.ops.aten._local_scalar_dense.default}
+
+
 def _is_host_op(node):
-    return node.op == "call_function" and node.target in _linalg.HOST_OPS
+    return node.op == "call_function" and node.target in _EAGER_OPS
 
 
 def _has_host_op(gm):
@@ -194,7 +225,7 @@ def _compile_graph(gm, example_inputs, bucket_bound=None):
         if not _has_host_op(sub):
             delattr(split, name)  # a child module's place takes no other object
             setattr(split, name, CompiledGraph(sub, bucket_bound))
-    return split
+    return make_boxed_func(split)
 
 
 def tpu_backend(gm, example_inputs, options=None, **kwargs):
