@@ -240,3 +240,50 @@ def test_errors_for_streams_of_other_devices():
         torch.tpu.Stream("cpu")
     with pytest.raises(TypeError, match="expects a torch.Stream"):
         torch.tpu.stream("tpu")
+
+
+def test_accelerator_graph_replays_its_capture_on_current_values():
+    """torch.accelerator.Graph, as a CUDA graph: the capture runs nothing;
+    each replay is one program that reads the captured tensors as they are
+    then, updates in place those the capture wrote (made before it or in
+    it) and draws new random numbers."""
+    torch.manual_seed(0)
+    w, acc = torch.randn(4, 4), torch.zeros(4)
+    w_tpu, acc_tpu, static_in = w.to("tpu"), acc.to("tpu"), torch.zeros(4, device="tpu")
+    graph = torch.accelerator.Graph()
+    with graph:
+        out = (w_tpu @ static_in).relu()
+        acc_tpu += out
+        noise = torch.randn(4, device="tpu")
+        del out  # not held: only an intermediate
+    hidden = torch.relu(w_tpu @ static_in)  # outside the capture: runs now
+    assert torch.equal(acc_tpu.cpu(), acc)
+    draws = []
+    for step in range(3):
+        new_in = torch.full((4,), step - 0.5)
+        static_in.copy_(new_in)
+        torch_tpu.metrics.reset()
+        graph.replay()
+        counters = torch_tpu.metrics.counters()
+        assert (counters["compile"], counters["execute"]) == (0, 1)
+        acc += (w @ new_in).relu()
+        assert torch.allclose(acc_tpu.cpu(), acc, rtol=1.3e-6, atol=1e-5)
+        draws.append(noise.cpu())
+    assert not torch.equal(draws[0], draws[1])
+    assert hidden.abs().sum().item() == 0  # computed once, from the zeros
+    graph.reset()
+    with pytest.raises(RuntimeError, match="holds no capture"):
+        graph.replay()
+    with graph:  # a reset graph captures again
+        acc_tpu.mul_(0)
+    graph.replay()
+    assert acc_tpu.abs().sum().item() == 0
+
+
+def test_host_allocator_and_its_empty_cache():
+    """torch.accelerator.empty_host_cache crashed inside PyTorch without a
+    host allocator registered for the device."""
+    x = torch.ones(1 << 10).pin_memory()
+    torch.zeros(2, device="tpu").cpu()
+    torch.accelerator.empty_host_cache()
+    assert x.is_pinned() and torch.equal(x.to("tpu", non_blocking=True).cpu(), torch.ones(1 << 10))

@@ -796,9 +796,10 @@ tpu_status graph_flush(int device) {
   graph* g = graph_pending(device);
   if (g && g->capturing)
     return TPU_ERROR(TPU_INVALID_ARGUMENT,
-                     "a tpu value was needed on the host while a graph is being captured for "
-                     "torch.compile (a .item(), print or data-dependent branch inside the compiled "
-                     "code): move it out of the compiled function");
+                     "a tpu value was needed on the host while a graph is being captured (by "
+                     "torch.compile or torch.accelerator.Graph: a .item(), print or data-dependent "
+                     "branch inside the captured code): move it out of the compiled function or the "
+                     "graph's capture");
   tpu_status launched = NULL;
   if (device >= 0 && device < MAX_DEVICES) {
     launched = launch_finish(device);

@@ -227,9 +227,47 @@ tpu_status tpu_capture_end(int device, tpu_buffer* const* inputs, int input_coun
   runtime_unlock();
   if (status) {
     tpu_program_free(p);
-    return tpu_status_annotate(status, "capturing a graph for torch.compile: ");
+    return tpu_status_annotate(status, "capturing a graph: ");
   }
   *out_program = p;
+  return NULL;
+}
+
+tpu_status tpu_capture_end_replayable(int device, tpu_program** out_program, tpu_buffer*** out_storages,
+                                      int* out_count) {
+  *out_program = NULL;
+  *out_storages = NULL;
+  *out_count = 0;
+  runtime_lock(); /* recursive: held through tpu_capture_end, so no slot changes between */
+  graph* g = graph_pending(device);
+  if (!g || !g->capturing) {
+    runtime_unlock();
+    return TPU_ERROR(TPU_INVALID_ARGUMENT, "no graph is being captured on tpu:%d", device);
+  }
+  tpu_buffer** held = malloc(((size_t)g->slot_count + 1) * sizeof *held);
+  if (!held) {
+    tpu_capture_abort(device);
+    runtime_unlock();
+    return TPU_ERROR(TPU_OUT_OF_MEMORY, "out of host memory capturing a graph");
+  }
+  int count = 0;
+  /* The graph holds one reference to each slot's storage; a tensor, another. */
+  for (int s = 0; s < g->slot_count; s++) {
+    tpu_buffer* b = g->slots[s].buffer;
+    if (atomic_load(&b->refcount) > 1) {
+      tpu_buffer_retain(b);
+      held[count++] = b;
+    }
+  }
+  tpu_status status = tpu_capture_end(device, held, count, NULL, 0, out_program);
+  runtime_unlock();
+  if (status) {
+    for (int i = 0; i < count; i++) tpu_buffer_release(held[i]);
+    free(held);
+    return status;
+  }
+  *out_storages = held;
+  *out_count = count;
   return NULL;
 }
 

@@ -237,6 +237,15 @@ tpu_status tpu_capture_begin(int device);
 tpu_status tpu_capture_end(int device, tpu_buffer* const* inputs, int input_count,
                            tpu_buffer* const* outputs, int output_count, tpu_program** out_program);
 void tpu_capture_abort(int device);
+/* Ends the capture as a replayable graph (torch.accelerator.Graph, as a CUDA
+ * graph): every storage the capture read or wrote that is still held outside
+ * it, whether made before or during the capture, becomes an input, read at
+ * each run as it then is and written in place where the capture wrote it;
+ * storages freed during the capture were its temporaries. Hands back the
+ * program and those storages, one reference each, in *out_storages (the
+ * caller frees the array and releases each). */
+tpu_status tpu_capture_end_replayable(int device, tpu_program** out_program, tpu_buffer*** out_storages,
+                                      int* out_count);
 /* Runs the program on new input storages (same sizes and dtypes as at
  * capture). Hands back one new reference per output: a fresh storage, or an
  * input's own when the output is that input. Inputs the graph wrote are

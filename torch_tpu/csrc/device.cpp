@@ -1,5 +1,6 @@
 // The tpu device for PyTorch: storage allocator, device guard, hooks and
 // generators, each a thin shell over the C runtime.
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -11,7 +12,7 @@
 #include <chrono>
 #include <mutex>
 #include <random>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "bridge.h"
@@ -88,26 +89,40 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &tpu_allocator);
 
 // Pinned host memory, which pin_memory(), DataLoader(pin_memory=True) and
 // non_blocking copies to the host ask the device for. PJRT plugins copy from
-// any host memory, so it is ordinary aligned host memory, remembered only so
-// that is_pinned() knows it.
+// any host memory, so it is ordinary aligned host memory, remembered (with
+// its size, for the statistics) only so that is_pinned() knows it.
 std::mutex pinned_mutex;
-std::unordered_set<const void*> pinned_blocks;
+std::unordered_map<const void*, size_t> pinned_blocks;
+at::HostStats pinned_stats;  // under pinned_mutex
 
 void release_pinned(void* data) {
   if (!data) return;
   {
     std::lock_guard<std::mutex> lock(pinned_mutex);
-    pinned_blocks.erase(data);
+    auto found = pinned_blocks.find(data);
+    if (found != pinned_blocks.end()) {
+      for (auto* stat : {&pinned_stats.allocations, &pinned_stats.active_requests}) stat->decrease(1);
+      for (auto* stat : {&pinned_stats.allocated_bytes, &pinned_stats.active_bytes}) stat->decrease(found->second);
+      pinned_stats.num_host_free++;
+      pinned_blocks.erase(found);
+    }
   }
   c10::free_cpu(data);
 }
 
-struct PinnedHostAllocator final : c10::Allocator {
+// Also PyTorch's host allocator for the device (torch.accelerator's
+// empty_host_cache asks for it). Blocks are freed with their tensor, so
+// there is no cache to empty, and a copy is done with its host memory when
+// it returns, so no stream use needs recording.
+struct PinnedHostAllocator final : at::HostAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     void* data = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
     if (data) {
       std::lock_guard<std::mutex> lock(pinned_mutex);
-      pinned_blocks.insert(data);
+      pinned_blocks.emplace(data, nbytes);
+      for (auto* stat : {&pinned_stats.allocations, &pinned_stats.active_requests}) stat->increase(1);
+      for (auto* stat : {&pinned_stats.allocated_bytes, &pinned_stats.active_bytes}) stat->increase(nbytes);
+      pinned_stats.num_host_alloc++;
     }
     return {data, data, &release_pinned, c10::Device(c10::DeviceType::CPU)};
   }
@@ -115,9 +130,29 @@ struct PinnedHostAllocator final : c10::Allocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
+  bool record_event(void*, void*, c10::Stream) override { return true; }
+  void empty_cache() override {}
+  at::HostStats get_stats() override {
+    std::lock_guard<std::mutex> lock(pinned_mutex);
+    return pinned_stats;
+  }
+  void reset_accumulated_stats() override {
+    std::lock_guard<std::mutex> lock(pinned_mutex);
+    for (auto* stat : {&pinned_stats.allocations, &pinned_stats.allocated_bytes, &pinned_stats.active_requests,
+                       &pinned_stats.active_bytes})
+      stat->reset_accumulated();
+    pinned_stats.num_host_alloc = pinned_stats.num_host_free = 0;
+  }
+  void reset_peak_stats() override {
+    std::lock_guard<std::mutex> lock(pinned_mutex);
+    for (auto* stat : {&pinned_stats.allocations, &pinned_stats.allocated_bytes, &pinned_stats.active_requests,
+                       &pinned_stats.active_bytes})
+      stat->reset_peak();
+  }
 };
 
 PinnedHostAllocator pinned_allocator;
+REGISTER_HOST_ALLOCATOR(c10::DeviceType::PrivateUse1, &pinned_allocator);
 
 bool is_pinned(const void* data) {
   std::lock_guard<std::mutex> lock(pinned_mutex);

@@ -117,10 +117,12 @@ void synchronize(int device) {
 
 namespace torch_tpu {
 void register_program(py::module& m);  // program.cpp
+void register_graph();                   // graph.cpp
 }
 
 PYBIND11_MODULE(_C, m) {
   torch_tpu::register_program(m);
+  torch_tpu::register_graph();
   using namespace torch_tpu;
   m.def("_init", &init);
   m.def("_runtime_info", &runtime_info);
