@@ -250,7 +250,8 @@ def test_accelerator_graph_replays_its_capture_on_current_values():
     torch.manual_seed(0)
     w, acc = torch.randn(4, 4), torch.zeros(4)
     w_tpu, acc_tpu, static_in = w.to("tpu"), acc.to("tpu"), torch.zeros(4, device="tpu")
-    graph = torch.accelerator.Graph()
+    graph = torch.tpu.Graph()
+    assert isinstance(graph, torch.accelerator.Graph)
     with graph:
         out = (w_tpu @ static_in).relu()
         acc_tpu += out
@@ -274,7 +275,7 @@ def test_accelerator_graph_replays_its_capture_on_current_values():
     graph.reset()
     with pytest.raises(RuntimeError, match="holds no capture"):
         graph.replay()
-    with graph:  # a reset graph captures again
+    with torch.tpu.graph(graph):  # a reset graph captures again; torch.cuda.graph's form
         acc_tpu.mul_(0)
     graph.replay()
     assert acc_tpu.abs().sum().item() == 0

@@ -164,3 +164,22 @@ class device:
     def __exit__(self, *exc):
         set_device(self.previous)
         return False
+
+
+# Graphs, named as in torch.cuda: a tpu graph is torch.accelerator.Graph.
+Graph = torch.accelerator.Graph
+
+
+class graph:
+    """`with torch.tpu.graph(g):` captures into `g` (a torch.tpu.Graph), as
+    torch.cuda.graph does; `pool` and `stream` are accepted (the device has
+    one queue and one memory pool)."""
+
+    def __init__(self, tpu_graph, pool=None, stream=None, capture_error_mode="global"):
+        self.graph = tpu_graph
+
+    def __enter__(self):
+        self.graph.__enter__()
+
+    def __exit__(self, *exc):
+        self.graph.__exit__(*exc)
