@@ -60,7 +60,7 @@ ctest: $(TEST_BIN) | $(STAMP)
 PARITY_TESTS := $(sort $(wildcard tests/test_elementwise.py tests/test_reduce.py tests/test_linalg.py tests/test_linalg_eigen.py \
                   tests/test_indexing.py tests/test_creation.py tests/test_sort.py tests/test_nn_*.py \
                   tests/test_optim.py tests/test_fused_optim.py tests/test_grad_scaler.py tests/test_autocast.py tests/test_data_dependent.py tests/test_moe.py \
-                  tests/test_complex.py tests/test_fft.py tests/test_special*.py \
+                  tests/test_complex.py tests/test_fft.py tests/test_special*.py tests/test_float8.py \
                   tests/test_hf_models.py)) tests/test_examples.py
 
 # The strict suite and the fused suite run side by side, as each process is

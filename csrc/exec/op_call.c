@@ -298,6 +298,34 @@ static tpu_status check_complex(const tpu_op_call* call, const tpu_op_entry* ent
                    call->name);
 }
 
+static bool is_float8_tensor(const tpu_tensor* t) { return t->buffer && tpu_dtype_is_float8(t->dtype); }
+
+/* The float8 type of the call's first float8 tensor or output, or
+ * TPU_DTYPE_COUNT if it has none. */
+static tpu_dtype float8_of(const tpu_op_call* call, int output_count, const tpu_dtype* out_dtypes) {
+  for (int i = 0; i < call->arg_count; i++) {
+    const tpu_arg* a = &call->args[i];
+    if (a->kind == TPU_ARG_TENSOR && is_float8_tensor(&a->u.tensor)) return a->u.tensor.dtype;
+    for (int j = 0; a->kind == TPU_ARG_TENSOR_LIST && j < a->u.tensors.count; j++)
+      if (is_float8_tensor(&a->u.tensors.items[j])) return a->u.tensors.items[j].dtype;
+  }
+  for (int j = 0; j < output_count; j++)
+    if (tpu_dtype_is_float8(out_dtypes[j])) return out_dtypes[j];
+  return TPU_DTYPE_COUNT;
+}
+
+/* Ops not checked against ATen's float8 kernels refuse float8 tensors, as
+ * the CPU refuses most ops on them (ops/float8.c lists the others). */
+static tpu_status check_float8(const tpu_op_call* call, const tpu_op_entry* entry, int output_count,
+                               const tpu_dtype* out_dtypes) {
+  tpu_dtype dtype = float8_of(call, output_count, out_dtypes);
+  if (dtype == TPU_DTYPE_COUNT || tpu_op_takes_float8(entry->name)) return NULL;
+  return TPU_ERROR(TPU_UNIMPLEMENTED,
+                   "aten::%s: %s tensors are not supported on tpu in this op (PyTorch's CPU kernels take float8 "
+                   "in only a few ops); convert to float32 or bfloat16 first",
+                   call->name, tpu_dtype_name(dtype));
+}
+
 tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
                               const tpu_dtype* out_dtypes, const int* out_ranks,
                               const int64_t* const* out_sizes, const int64_t* const* out_strides,
@@ -309,6 +337,7 @@ tpu_status tpu_op_plan_create(const tpu_op_call* call, int output_count,
     return TPU_ERROR(TPU_UNIMPLEMENTED, "aten::%s has %d outputs; at most %d are supported",
                      call->name, output_count, MAX_OUTPUTS);
   TPU_RETURN_IF_ERROR(check_complex(call, entry, output_count, out_dtypes));
+  TPU_RETURN_IF_ERROR(check_float8(call, entry, output_count, out_dtypes));
   key_buf* k = thread_scratch();
   runtime_lock();
   tpu_status status = input_key(call, entry, k);

@@ -108,6 +108,11 @@ hlo_value hlo_select(hlo_builder* b, hlo_value pred, hlo_value on_true, hlo_valu
  * arithmetic across it): for formulas whose rounding must stay as written. */
 hlo_value hlo_optimization_barrier(hlo_builder* b, hlo_value x);
 hlo_value hlo_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype); /* no-op if same */
+/* stablehlo.convert alone. hlo_convert to or from a float8 type adds
+ * PyTorch's saturation and NaN bits (hlo/float8.c); this keeps XLA's, which
+ * differ only for NaN and (float8_e4m3fn) overflow: the form XLA GPU's fp8
+ * GEMM rewrite matches, for operands that feed a dot_general. */
+hlo_value hlo_convert_plain(hlo_builder* b, hlo_value x, tpu_dtype dtype);
 hlo_value hlo_bitcast_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype); /* same size */
 
 /* Shapes. */

@@ -50,6 +50,10 @@ void emit_op_results(hlo_builder* b, const char* op, const hlo_value* operands, 
 /* Allocates `count` consecutive values named as results #0..#count-1 of one op. */
 hlo_value new_results(hlo_builder* b, const hlo_type* types, int count);
 
+/* hlo_convert where either side is a float8 type: c10's rounding and NaN
+ * bits (float8.c). */
+hlo_value hlo_convert_float8(hlo_builder* b, hlo_value x, tpu_dtype dtype);
+
 /* A stablehlo.reduce of x over dims whose region combines two 0-d values
  * with `combine` (shared by the reductions in reduce.c and beside it). */
 hlo_value reduce_with_region(hlo_builder* b, hlo_value x, hlo_value init, const int64_t* dims,

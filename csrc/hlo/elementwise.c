@@ -22,7 +22,7 @@ static hlo_value constant_text(hlo_builder* b, tpu_dtype dtype, const char* lite
 hlo_value hlo_constant(hlo_builder* b, tpu_dtype dtype, double value) {
   char literal[64];
   if (tpu_dtype_is_complex(dtype)) return hlo_constant_complex(b, dtype, value, 0);
-  if (dtype == TPU_F16 || dtype == TPU_BF16)
+  if (dtype == TPU_F16 || dtype == TPU_BF16 || tpu_dtype_is_float8(dtype))
     return hlo_convert(b, hlo_constant(b, TPU_F32, value), dtype);
   if (dtype == TPU_F32) {
     float f = (float)value;
@@ -181,6 +181,7 @@ hlo_value hlo_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype) {
     hlo_value re = hlo_convert(b, x, tpu_dtype_real_part(dtype));
     return hlo_complex(b, re, hlo_constant_like(b, re, 0));
   }
+  if (tpu_dtype_is_float8(t.dtype) || tpu_dtype_is_float8(dtype)) return hlo_convert_float8(b, x, dtype);
   /* PyTorch turns a float into bool by "!= 0", which convert also does. */
   t.dtype = dtype;
   return emit_op(b, "stablehlo.convert", &x, 1, NULL, t);
@@ -197,7 +198,12 @@ hlo_value hlo_bitcast_convert(hlo_builder* b, hlo_value x, tpu_dtype dtype) {
     return hlo_fail(b, TPU_UNIMPLEMENTED, "a %s view of %s storage is not supported on tpu",
                     tpu_dtype_name(dtype), tpu_dtype_name(t.dtype));
   /* bool is i1 in StableHLO, which bitcasts to nothing; a bool byte holds
-   * 0 or 1, so converting is the same reinterpretation. */
+   * 0 or 1, so converting is the same reinterpretation (a float8 byte goes
+   * through uint8: converting would change its bits). */
+  if (t.dtype == TPU_BOOL && tpu_dtype_is_float8(dtype))
+    return hlo_bitcast_convert(b, hlo_convert(b, x, TPU_U8), dtype);
+  if (tpu_dtype_is_float8(t.dtype) && dtype == TPU_BOOL)
+    return hlo_convert(b, hlo_bitcast_convert(b, x, TPU_U8), dtype);
   const char* op = t.dtype == TPU_BOOL || dtype == TPU_BOOL ? "stablehlo.convert" : "stablehlo.bitcast_convert";
   t.dtype = dtype;
   return emit_op(b, op, &x, 1, NULL, t);

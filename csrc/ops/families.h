@@ -44,6 +44,7 @@ extern const tpu_op_family tpu_ops_eigen;       /* ops/eigen.c */
 extern const tpu_op_family tpu_ops_special;     /* ops/special.c */
 extern const tpu_op_family tpu_ops_polynomial;  /* ops/polynomial.c */
 extern const tpu_op_family tpu_ops_incomplete_gamma; /* ops/incomplete_gamma.c */
+extern const tpu_op_family tpu_ops_float8;      /* ops/float8.c */
 extern const tpu_op_family tpu_ops_jagged;      /* ops/jagged.c */
 
 #define TPU_OP_FAMILY(name, table) \

@@ -104,6 +104,9 @@ enum {
 
 /* The lowering table (ops/registry.c): looks up the base name. */
 const tpu_op_entry* tpu_op_find(const char* base_name);
+/* Whether the op's lowering takes float8 tensors as ATen's CPU kernels do
+ * (ops/float8.c); the others refuse them. */
+bool tpu_op_takes_float8(const char* base_name);
 
 #ifdef __cplusplus
 }

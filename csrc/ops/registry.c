@@ -20,6 +20,7 @@ static const tpu_op_family* const families[] = {
     &tpu_ops_special,
     &tpu_ops_polynomial,
     &tpu_ops_incomplete_gamma,
+    &tpu_ops_float8,
     &tpu_ops_jagged,
 };
 

@@ -15,6 +15,8 @@ static const PJRT_Buffer_Type buffer_types[TPU_DTYPE_COUNT] = {
     [TPU_F32] = PJRT_Buffer_Type_F32,   [TPU_F64] = PJRT_Buffer_Type_F64,
     [TPU_U32] = PJRT_Buffer_Type_U32,   [TPU_U64] = PJRT_Buffer_Type_U64,
     [TPU_C64] = PJRT_Buffer_Type_C64,   [TPU_C128] = PJRT_Buffer_Type_C128,
+    [TPU_F8E4M3FN] = PJRT_Buffer_Type_F8E4M3FN, [TPU_F8E5M2] = PJRT_Buffer_Type_F8E5M2,
+    [TPU_F8E4M3FNUZ] = PJRT_Buffer_Type_F8E4M3FNUZ, [TPU_F8E5M2FNUZ] = PJRT_Buffer_Type_F8E5M2FNUZ,
 };
 
 static tpu_status check_shape(tpu_dtype dtype, const int64_t* dims, int rank, const void* data) {

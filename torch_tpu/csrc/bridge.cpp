@@ -29,17 +29,26 @@ tpu_dtype to_tpu_dtype(at::ScalarType type, const char* op) {
     case at::kDouble: return TPU_F64;
     case at::kComplexFloat: return TPU_C64;
     case at::kComplexDouble: return TPU_C128;
+    case at::kFloat8_e4m3fn: return TPU_F8E4M3FN;
+    case at::kFloat8_e5m2: return TPU_F8E5M2;
+    case at::kFloat8_e4m3fnuz: return TPU_F8E4M3FNUZ;
+    case at::kFloat8_e5m2fnuz: return TPU_F8E5M2FNUZ;
     default: break;
   }
   TORCH_CHECK_NOT_IMPLEMENTED(false, op, ": dtype ", type,
                               " is not supported on tpu; supported: bool, uint8, int8, int16, int32, "
-                              "int64, float16, bfloat16, float32, float64, complex64, complex128");
+                              "int64, float16, bfloat16, float32, float64, complex64, complex128, "
+                              "float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz");
 }
 
 at::ScalarType to_scalar_type(tpu_dtype dtype) {
   switch (dtype) {
     case TPU_C64: return at::kComplexFloat;
     case TPU_C128: return at::kComplexDouble;
+    case TPU_F8E4M3FN: return at::kFloat8_e4m3fn;
+    case TPU_F8E5M2: return at::kFloat8_e5m2;
+    case TPU_F8E4M3FNUZ: return at::kFloat8_e4m3fnuz;
+    case TPU_F8E5M2FNUZ: return at::kFloat8_e5m2fnuz;
     default: break;
   }
   static const at::ScalarType types[] = {at::kBool, at::kByte,  at::kChar,     at::kShort,

@@ -365,6 +365,51 @@ at::Tensor grouped_mm_output(c10::ArrayRef<c10::IValue> inputs) {
   return at::empty(size, a.options().device(at::kMeta));
 }
 
+// aten::_scaled_mm's meta kernel also checks CUDA's limits (a row-major
+// mat_a, a column-major mat_b, dims divisible by 16), which PyTorch's CPU
+// kernel and the tpu lowering do not have: the output follows from the
+// shape rule, after the CPU kernel's checks, in its order and words.
+at::Tensor scaled_mm_output(c10::ArrayRef<c10::IValue> inputs) {
+  const at::Tensor& a = inputs[0].toTensor();
+  const at::Tensor& b = inputs[1].toTensor();
+  const at::Tensor& scale_a = inputs[2].toTensor();
+  const at::Tensor& scale_b = inputs[3].toTensor();
+  auto tensorwise = [](const at::Tensor& t, const at::Tensor& s) {
+    return at::isFloat8Type(t.scalar_type()) && s.scalar_type() == at::kFloat && s.numel() == 1;
+  };
+  auto rowwise = [](const at::Tensor& t, const at::Tensor& s) {
+    return at::isFloat8Type(t.scalar_type()) && s.scalar_type() == at::kFloat && s.dim() == 2 &&
+           s.size(0) == t.size(0) && s.size(1) == 1 && s.is_contiguous();
+  };
+  TORCH_CHECK(a.dim() <= 2 && b.dim() <= 2, "_scaled_mm: mat_a and mat_b must be matrices, got shapes ", a.sizes(),
+              " and ", b.sizes());
+  bool valid = (tensorwise(a, scale_a) && tensorwise(b.t(), scale_b.t())) ||
+               (rowwise(a, scale_a) && rowwise(b.t(), scale_b.t()));
+  TORCH_CHECK_VALUE(valid, "_scaled_mm: invalid scaling configuration.\n"
+                    "- For TensorWise scaling, a and b should be float8, scales should be float and singletons.\n"
+                    "- For RowWise scaling, a and b should be float8, scales should be float, scale_a should be (",
+                    a.dim() == 2 ? a.size(0) : 0, ", 1) and scale_b should be (1, ", b.dim() == 2 ? b.size(1) : 0,
+                    "), and both should be contiguous.\nGot mat_a.dtype()=", a.scalar_type(), ", scale_a.dtype()=",
+                    scale_a.scalar_type(), ", scale_a.size()=", scale_a.sizes(), ", scale_a.stride()=",
+                    scale_a.strides(), ", mat_b.dtype()=", b.scalar_type(), ", scale_b.dtype()=",
+                    scale_b.scalar_type(), ", scale_b.size()=", scale_b.sizes(), " and scale_b.stride()=",
+                    scale_b.strides());
+  TORCH_CHECK(a.dim() == 2, "_scaled_mm: mat1 must be a matrix, got shape ", a.sizes());
+  TORCH_CHECK(b.dim() == 2, "_scaled_mm: mat2 must be a matrix, got shape ", b.sizes());
+  TORCH_CHECK(a.size(1) == b.size(0), "_scaled_mm: mat_a and mat_b shapes cannot be multiplied (", a.size(0), "x",
+              a.size(1), " and ", b.size(0), "x", b.size(1), ")");
+  if (inputs[5].isTensor()) {
+    const at::Tensor& r = inputs[5].toTensor();
+    TORCH_CHECK(r.numel() == 1 && r.scalar_type() == at::kFloat,
+                "_scaled_mm: scale_result must be a float scalar, got ", r.scalar_type(), r.sizes());
+  }
+  if (inputs[4].isTensor())
+    TORCH_CHECK(inputs[4].toTensor().numel() == b.size(1), "_scaled_mm: Bias must be size ", b.size(1),
+                " but got ", inputs[4].toTensor().numel());
+  at::ScalarType out = inputs[6].isNone() ? a.scalar_type() : inputs[6].toScalarType();
+  return at::empty({a.size(0), b.size(1)}, a.options().dtype(out).device(at::kMeta));
+}
+
 // Ops that return nothing and have no meta kernel (most fused optimizer
 // steps, _cummax_helper) write only their arguments, which are `outputs`
 // already, and their lowerings check the arguments. Other ops PyTorch
@@ -393,6 +438,7 @@ std::vector<at::Tensor> infer_outputs(const c10::OperatorHandle& op, const OpInf
                                       c10::ArrayRef<c10::IValue> inputs, std::unique_ptr<FixedReturns>* fixed) {
   const auto& schema = op.schema();
   if (schema.name() == "aten::_grouped_mm") return {grouped_mm_output(inputs)};
+  if (schema.name() == "aten::_scaled_mm" && schema.overload_name().empty()) return {scaled_mm_output(inputs)};
   const auto& arguments = schema.arguments();
   torch::jit::Stack meta;
   std::vector<at::Tensor> outputs;
