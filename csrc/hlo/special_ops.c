@@ -100,3 +100,15 @@ hlo_value hlo_exp_neg_square(hlo_builder* b, hlo_value t) {
   hlo_value big = hlo_unary(b, "exponential", hlo_unary(b, "negate", hlo_binary(b, "multiply", hi, hi)));
   return hlo_binary(b, "multiply", big, hlo_unary(b, "exponential", hlo_unary(b, "negate", rest)));
 }
+
+hlo_value hlo_log1p(hlo_builder* b, hlo_value x) {
+  /* The barrier keeps XLA from folding (x + 1) - 1 back into x. */
+  hlo_value u = hlo_optimization_barrier(b, hlo_binary_constant(b, "add", x, 1));
+  hlo_value lost = hlo_subtract(b, x, hlo_binary_constant(b, "add", u, -1));
+  hlo_value near = hlo_add(b, hlo_unary(b, "log", u), hlo_divide(b, lost, u));
+  /* x itself where 1 + x rounds to 1 (log1p(x) rounds to x there), which
+   * keeps -0.0's sign */
+  near = hlo_select(b, hlo_compare_constant(b, "EQ", u, 1), x, near);
+  return hlo_select(b, hlo_compare_constant(b, "LT", hlo_unary(b, "abs", x), 1), near,
+                    hlo_unary(b, "log_plus_one", x));
+}

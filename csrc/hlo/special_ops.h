@@ -1,6 +1,7 @@
 /* Builder ops for piecewise approximations: a table of numbers baked into
  * the program, a lookup into it by a computed index, and erfcx and
- * exp(-x^2), on which erf, erfc and torch.special build. */
+ * exp(-x^2), on which erf, erfc and torch.special build; and a log1p as
+ * accurate as the C library's. */
 #ifndef TPU_HLO_SPECIAL_OPS_H
 #define TPU_HLO_SPECIAL_OPS_H
 
@@ -27,6 +28,11 @@ hlo_value hlo_erfcx(hlo_builder* b, hlo_value x);
 /* exp(-t^2) without the error of rounding t^2: t = hi + lo with hi short
  * enough that hi^2 is exact, and t^2 - hi^2 = lo (t + hi). */
 hlo_value hlo_exp_neg_square(hlo_builder* b, hlo_value t);
+/* log(1 + x) (a real float type) to an ulp or so: for |x| < 1 the log of
+ * u = 1 + x, corrected by the rounding of u ((x - (u - 1)) / u; x where u
+ * is 1), elsewhere XLA's log1p, which is off by up to 2^7 ulps between
+ * -1/2 and -0.3. */
+hlo_value hlo_log1p(hlo_builder* b, hlo_value x);
 
 #ifdef __cplusplus
 }

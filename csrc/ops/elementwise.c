@@ -9,6 +9,7 @@
 
 #include "hlo/complex_ops.h"
 #include "hlo/elementwise_extra_ops.h"
+#include "hlo/special_ops.h"
 #include "hlo/zeta_ops.h"
 #include "ops/families.h"
 
@@ -153,13 +154,15 @@ static hlo_value shift_right(hlo_builder* b, hlo_value x, hlo_value y) {
 
 /* x * log(y) (torch.xlogy) or x * log1p(y) (special.xlog1py), 0 where x
  * is 0 unless y is NaN. */
-static hlo_value x_times_log(hlo_builder* b, hlo_value x, hlo_value y, const char* log) {
-  hlo_value product = hlo_binary(b, "multiply", x, hlo_unary(b, log, y));
+static hlo_value x_times_log(hlo_builder* b, hlo_value x, hlo_value log_y, hlo_value y) {
+  hlo_value product = hlo_binary(b, "multiply", x, log_y);
   hlo_value zero = hlo_binary(b, "and", hlo_compare_constant(b, "EQ", x, 0), hlo_compare(b, "EQ", y, y));
   return hlo_select(b, zero, hlo_constant_like(b, product, 0), product);
 }
-static hlo_value xlogy_fn(hlo_builder* b, hlo_value x, hlo_value y) { return x_times_log(b, x, y, "log"); }
-static hlo_value xlog1py_fn(hlo_builder* b, hlo_value x, hlo_value y) { return x_times_log(b, x, y, "log_plus_one"); }
+static hlo_value xlogy_fn(hlo_builder* b, hlo_value x, hlo_value y) {
+  return x_times_log(b, x, hlo_unary(b, "log", y), y);
+}
+static hlo_value xlog1py_fn(hlo_builder* b, hlo_value x, hlo_value y) { return x_times_log(b, x, hlo_log1p(b, y), y); }
 
 /* heaviside(x, values): values where x is 0, else 1 where x > 0 and 0
  * elsewhere (NaN included), as PyTorch's kernel compares. */
@@ -465,7 +468,7 @@ static const struct unary_op {
     {"lgamma", NULL, lgamma_fn, AS_FLOAT},
     {"log", "log", NULL, AS_FLOAT},
     {"log10", NULL, log10_fn, AS_FLOAT},
-    {"log1p", "log_plus_one", NULL, AS_FLOAT},
+    {"log1p", NULL, hlo_log1p, AS_FLOAT},
     {"log2", NULL, log2_fn, AS_FLOAT},
     {"logical_not", "not", NULL, AS_BOOL},
     {"neg", "negate", NULL, PROMOTED},

@@ -15,8 +15,8 @@
  * NaN) start finished.
  *
  * Where XLA's elementary functions differ from glibc's in the last bits and
- * the CPU's formulas amplify that (log Gamma near 1 and 2, log1p), this file
- * has its own; it keeps XLA from folding constants (x + c1) + c2 and from
+ * the CPU's formulas amplify that (log Gamma near 1 and 2), this file
+ * has its own (log1p is the builder's, hlo/special_ops.c); it keeps XLA from folding constants (x + c1) + c2 and from
  * fusing the products glibc rounds; and it emulates in float32 the CPU's
  * double-precision tests (x > 1.1) and intermediates. What remains: XLA
  * flushes subnormals (results below the smallest normal number come out
@@ -69,16 +69,6 @@ static hlo_value rounded(hlo_builder* b, hlo_value x) {
   return hlo_select(b, hlo_compare(b, "EQ", x, x), x, hlo_binary_constant(b, "add", x, 1));
 }
 
-/* log(1 + v) to an ulp or so for |v| < 1, from the correctly rounded log
- * of u = 1 + v and the rounding of u (XLA's log1p is off by up to 2^7 ulps
- * between -1/2 and -0.3, and the CPU's callers cancel it against v). */
-static hlo_value log1p_(hlo_builder* b, hlo_value v) {
-  hlo_value u = opaque(b, hlo_binary_constant(b, "add", v, 1));
-  hlo_value lost = hlo_subtract(b, v, hlo_binary_constant(b, "add", u, -1));
-  hlo_value near = hlo_add(b, hlo_unary(b, "log", u), hlo_divide(b, lost, u));
-  return hlo_select(b, hlo_compare_constant(b, "LT", hlo_unary(b, "abs", v), 1), near,
-                    hlo_unary(b, "log_plus_one", v));
-}
 /* |x| < eps |y| (or <= when `or_equal`), the loops' stopping test. */
 static hlo_value negligible(hlo_builder* b, hlo_value x, hlo_value y, double eps, bool or_equal) {
   return hlo_compare(b, or_equal ? "LE" : "LT", hlo_unary(b, "abs", x),
@@ -209,7 +199,7 @@ static hlo_value log_gamma(hlo_builder* b, hlo_value a) {
                            hlo_select(b, about_1, hlo_binary_constant(b, "add", a, -1),
                                       hlo_binary_constant(b, "add", hlo_subtract(b, a, steps), -2)));
   hlo_value series = log_gamma_2p(b, u), log_a = hlo_unary(b, "log", a);
-  hlo_value small = hlo_select(b, below_half, hlo_subtract(b, hlo_subtract(b, series, log1p_(b, a)), log_a),
+  hlo_value small = hlo_select(b, below_half, hlo_subtract(b, hlo_subtract(b, series, hlo_log1p(b, a)), log_a),
                                hlo_select(b, about_1, hlo_subtract(b, series, log_a),
                                           hlo_add(b, series, hlo_unary(b, "log", product))));
   return hlo_select(b, hlo_compare_constant(b, "LT", a, 8), small, log_gamma_stirling(b, a));
@@ -274,7 +264,7 @@ static hlo_value power_factor(hlo_builder* b, hlo_value a, hlo_value x, hlo_valu
       hlo_binary_constant(b, "add",
                           opaque(b, hlo_binary_constant(b, "add", hlo_subtract(b, x, a), -LANCZOS_G)), 0.5),
       fac);
-  hlo_value exponent = hlo_add(b, hlo_multiply(b, a, hlo_subtract(b, log1p_(b, numfac), numfac)),
+  hlo_value exponent = hlo_add(b, hlo_multiply(b, a, hlo_subtract(b, hlo_log1p(b, numfac), numfac)),
                                hlo_divide(b, hlo_binary_constant(b, "multiply", x, 0.5 - LANCZOS_G), fac));
   /* float32: the CPU takes this exponential in double, so its product with
    * res may be a normal number where the exponential alone is not */
@@ -456,7 +446,7 @@ static hlo_value temme(hlo_builder* b, hlo_value a, hlo_value x, hlo_value skip,
   run.lim = lim;
   hlo_value lambda = hlo_divide(b, x, a), sigma = hlo_divide(b, hlo_subtract(b, x, a), a);
   /* (never below 0, which rounding could give for x within an ulp of a) */
-  hlo_value eta = hlo_binary_constant(b, "multiply", hlo_subtract(b, log1p_(b, sigma), sigma), -2);
+  hlo_value eta = hlo_binary_constant(b, "multiply", hlo_subtract(b, hlo_log1p(b, sigma), sigma), -2);
   eta = hlo_unary(b, "sqrt", hlo_binary(b, "maximum", eta, hlo_constant_like(b, eta, 0)));
   eta = hlo_select(b, hlo_compare_constant(b, "LT", lambda, 1), hlo_unary(b, "negate", eta), eta);
   eta = hlo_select_constant(b, hlo_compare_constant(b, "EQ", lambda, 1), 0, eta);
