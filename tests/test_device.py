@@ -36,6 +36,15 @@ def test_device_module():
         finally:
             torch.tpu.set_device(0)
     torch.tpu.synchronize()
+    torch.tpu.init()  # nothing to do: started at import
+    x = torch.empty(1, device=f"tpu:{n - 1}")
+    with torch.tpu.device_of(x):
+        assert torch.tpu.current_device() == n - 1
+    assert torch.tpu.current_device() == 0
+    states = torch.tpu.get_rng_state_all()
+    first = torch.rand(3, device="tpu")
+    torch.tpu.set_rng_state_all(states)
+    assert len(states) == n and torch.equal(torch.rand(3, device="tpu").cpu(), first.cpu())
 
 
 def test_tensor_and_module_helpers():
@@ -162,6 +171,8 @@ def test_memory_statistics_as_torch_accelerator_reports_them():
     assert torch.tpu.max_memory_reserved() == torch.tpu.max_memory_allocated() == after["allocated_bytes.all.peak"]
     free, total = torch.tpu.mem_get_info()
     assert 0 < free <= total and (free, total) != (0, 0)
+    summary = torch.tpu.memory_summary()
+    assert summary.startswith("tpu:0 memory: ") and f"in {after['allocation.all.current']} storages" in summary
     torch.tpu.empty_cache()
     torch.accelerator.empty_cache()
     del y

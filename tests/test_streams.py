@@ -252,7 +252,9 @@ def test_accelerator_graph_replays_its_capture_on_current_values():
     w_tpu, acc_tpu, static_in = w.to("tpu"), acc.to("tpu"), torch.zeros(4, device="tpu")
     graph = torch.tpu.Graph()
     assert isinstance(graph, torch.accelerator.Graph)
+    assert not torch.tpu.is_current_stream_capturing()
     with graph:
+        assert torch.tpu.is_current_stream_capturing()
         out = (w_tpu @ static_in).relu()
         acc_tpu += out
         noise = torch.randn(4, device="tpu")

@@ -9,6 +9,10 @@ def is_available():
     return _C._runtime_info()["device_count"] > 0
 
 
+def init():
+    """Nothing to do: the runtime starts when torch_tpu is imported."""
+
+
 def is_initialized():
     """True: the runtime starts when torch_tpu is imported (DeviceMesh and
     FSDP2 ask)."""
@@ -103,6 +107,20 @@ def empty_cache():
     torch.accelerator.empty_cache()
 
 
+def memory_summary(device=None, abbreviated=False):
+    """A short readable form of memory_stats (the runtime's storages)."""
+    stats = memory_stats(device)
+
+    def mib(n):
+        return f"{n / 2**20:.1f} MiB"
+
+    return (f"tpu:{_index(device)} memory: {mib(stats['allocated_bytes.all.current'])} in "
+            f"{stats['allocation.all.current']} storages (peak {mib(stats['allocated_bytes.all.peak'])}); "
+            f"{stats['allocation.all.allocated']} allocated and {stats['allocation.all.freed']} freed "
+            f"since the last reset ({mib(stats['allocated_bytes.all.allocated'])} and "
+            f"{mib(stats['allocated_bytes.all.freed'])}); reserved equals allocated")
+
+
 def _generator(device=None):
     return _C._default_generator(_index(device))
 
@@ -127,6 +145,15 @@ def seed_all():
 
 def initial_seed(device=None):
     return _generator(device).initial_seed()
+
+
+def get_rng_state_all():
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states):
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
 
 
 def get_rng_state(device=None):
@@ -183,3 +210,13 @@ class graph:
 
     def __exit__(self, *exc):
         self.graph.__exit__(*exc)
+
+
+def is_current_stream_capturing():
+    """Whether a graph capture (torch.tpu.Graph) is recording the current device's ops."""
+    return _C._capturing(current_device())
+
+
+def device_of(obj):
+    """The device context of a tensor: its tpu device, or the current one."""
+    return device(obj.get_device() if obj.device.type == "tpu" else current_device())

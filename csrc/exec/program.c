@@ -89,6 +89,14 @@ void tpu_capture_abort(int device) {
   runtime_unlock();
 }
 
+bool tpu_capturing(int device) {
+  runtime_lock();
+  graph* g = graph_pending(device);
+  bool capturing = g && g->capturing;
+  runtime_unlock();
+  return capturing;
+}
+
 static int input_of(tpu_buffer* const* inputs, int count, const tpu_buffer* buffer) {
   for (int i = 0; i < count; i++)
     if (inputs[i] == buffer) return i;

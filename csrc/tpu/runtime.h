@@ -237,6 +237,8 @@ tpu_status tpu_capture_begin(int device);
 tpu_status tpu_capture_end(int device, tpu_buffer* const* inputs, int input_count,
                            tpu_buffer* const* outputs, int output_count, tpu_program** out_program);
 void tpu_capture_abort(int device);
+/* Whether a capture is recording `device`'s ops. */
+bool tpu_capturing(int device);
 /* Ends the capture as a replayable graph (torch.accelerator.Graph, as a CUDA
  * graph): every storage the capture read or wrote that is still held outside
  * it, whether made before or during the capture, becomes an input, read at

@@ -211,6 +211,7 @@ void register_program(py::module& m) {
   m.def("_capture_begin", &capture_begin);
   m.def("_capture_end", &capture_end);
   m.def("_capture_abort", [](int device) { tpu_capture_abort(device); });
+  m.def("_capturing", [](int device) { return tpu_capturing(device); });
 }
 
 }  // namespace torch_tpu
