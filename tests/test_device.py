@@ -432,7 +432,7 @@ def test_cpu_plugin_keeps_freed_host_memory(block):
     for glibc_policy in (None, "0"):  # the default leaves glibc's policy alone
         kept, rounds = refaulting_rounds(block, glibc_policy)
         assert not kept and rounds == REFAULT_ROUNDS, f"only {rounds} rounds faulted a block in"
-    for bad in ("yes", "2"):
+    for bad in ("yes", "2") if block == "output" else ():  # the setting's parsing: once
         out = refaulting_rounds(block, bad)
         assert out.returncode != 0
         assert f"TORCH_TPU_CPU_KEEP_FREED_MEMORY={bad!r}: expected 1" in out.stderr
