@@ -2,6 +2,7 @@
 WORLD INIT_FILE OUT_FILE`. Runs collectives and a few DDP and FSDP2
 training steps on tpu tensors through the "tpu" process group and saves
 what it got (as CPU tensors) for the test to compare with the CPU's."""
+import os
 import sys
 
 import torch
@@ -100,3 +101,10 @@ def main(rank, world, init_file, out_file):
 
 if __name__ == "__main__":
     main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    # The results are saved: skip the interpreter's teardown, where rank 0
+    # (the rendezvous store's server) was once aborted by a C++ thread still
+    # running at exit ("terminate called without an active exception",
+    # 1 run of 4 in a day's CI runs, after every check had passed).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
