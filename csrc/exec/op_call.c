@@ -275,50 +275,42 @@ tpu_status tpu_op_lookup(const tpu_op_call* call, tpu_op_plan** out_plan) {
   return status;
 }
 
-static bool is_complex_tensor(const tpu_tensor* t) { return t->buffer && tpu_dtype_is_complex(t->dtype); }
+/* The type of the call's first tensor, scalar or output whose type `is`
+ * holds for, or TPU_DTYPE_COUNT if none. */
+static tpu_dtype first_dtype(const tpu_op_call* call, int output_count, const tpu_dtype* out_dtypes,
+                             bool (*is)(tpu_dtype)) {
+  for (int i = 0; i < call->arg_count; i++) {
+    const tpu_arg* a = &call->args[i];
+    if (a->kind == TPU_ARG_TENSOR && a->u.tensor.buffer && is(a->u.tensor.dtype)) return a->u.tensor.dtype;
+    if (a->kind == TPU_ARG_SCALAR && is(a->u.scalar.type)) return a->u.scalar.type;
+    for (int j = 0; a->kind == TPU_ARG_TENSOR_LIST && j < a->u.tensors.count; j++) {
+      const tpu_tensor* t = &a->u.tensors.items[j];
+      if (t->buffer && is(t->dtype)) return t->dtype;
+    }
+  }
+  for (int j = 0; j < output_count; j++)
+    if (is(out_dtypes[j])) return out_dtypes[j];
+  return TPU_DTYPE_COUNT;
+}
 
 /* Ops whose lowering does not know complex numbers refuse them, rather than
  * computing on the real parts. */
 static tpu_status check_complex(const tpu_op_call* call, const tpu_op_entry* entry, int output_count,
                                 const tpu_dtype* out_dtypes) {
-  if (entry->flags & TPU_OP_COMPLEX) return NULL;
-  bool complex = false;
-  for (int i = 0; i < call->arg_count; i++) {
-    const tpu_arg* a = &call->args[i];
-    if (a->kind == TPU_ARG_TENSOR) complex = complex || is_complex_tensor(&a->u.tensor);
-    if (a->kind == TPU_ARG_SCALAR) complex = complex || tpu_dtype_is_complex(a->u.scalar.type);
-    for (int j = 0; a->kind == TPU_ARG_TENSOR_LIST && j < a->u.tensors.count; j++)
-      complex = complex || is_complex_tensor(&a->u.tensors.items[j]);
-  }
-  for (int j = 0; j < output_count; j++) complex = complex || tpu_dtype_is_complex(out_dtypes[j]);
-  if (!complex) return NULL;
+  if (entry->flags & TPU_OP_COMPLEX ||
+      first_dtype(call, output_count, out_dtypes, tpu_dtype_is_complex) == TPU_DTYPE_COUNT)
+    return NULL;
   return TPU_ERROR(TPU_UNIMPLEMENTED,
                    "aten::%s has no tpu lowering for complex numbers yet. To run it on the CPU instead, set "
                    "TORCH_TPU_CPU_FALLBACK=1 or use `with torch_tpu.cpu_fallback():`.",
                    call->name);
 }
 
-static bool is_float8_tensor(const tpu_tensor* t) { return t->buffer && tpu_dtype_is_float8(t->dtype); }
-
-/* The float8 type of the call's first float8 tensor or output, or
- * TPU_DTYPE_COUNT if it has none. */
-static tpu_dtype float8_of(const tpu_op_call* call, int output_count, const tpu_dtype* out_dtypes) {
-  for (int i = 0; i < call->arg_count; i++) {
-    const tpu_arg* a = &call->args[i];
-    if (a->kind == TPU_ARG_TENSOR && is_float8_tensor(&a->u.tensor)) return a->u.tensor.dtype;
-    for (int j = 0; a->kind == TPU_ARG_TENSOR_LIST && j < a->u.tensors.count; j++)
-      if (is_float8_tensor(&a->u.tensors.items[j])) return a->u.tensors.items[j].dtype;
-  }
-  for (int j = 0; j < output_count; j++)
-    if (tpu_dtype_is_float8(out_dtypes[j])) return out_dtypes[j];
-  return TPU_DTYPE_COUNT;
-}
-
 /* Ops not checked against ATen's float8 kernels refuse float8 tensors, as
  * the CPU refuses most ops on them (ops/float8.c lists the others). */
 static tpu_status check_float8(const tpu_op_call* call, const tpu_op_entry* entry, int output_count,
                                const tpu_dtype* out_dtypes) {
-  tpu_dtype dtype = float8_of(call, output_count, out_dtypes);
+  tpu_dtype dtype = first_dtype(call, output_count, out_dtypes, tpu_dtype_is_float8);
   if (dtype == TPU_DTYPE_COUNT || tpu_op_takes_float8(entry->name)) return NULL;
   return TPU_ERROR(TPU_UNIMPLEMENTED,
                    "aten::%s: %s tensors are not supported on tpu in this op (PyTorch's CPU kernels take float8 "
