@@ -418,7 +418,10 @@ static hlo_value special(hlo_builder* b, const char* op, hlo_value n, hlo_value 
                    hlo_binary(b, "divide", hlo_constant_like(b, r, -1), operands[0]), r);
   return hlo_convert(b, r, t);
 }
-static hlo_value lgamma_fn(hlo_builder* b, hlo_value x) { return special(b, "lgamma", HLO_INVALID, x); }
+static hlo_value lgamma_fn(hlo_builder* b, hlo_value x) {
+  tpu_dtype t = hlo_type_of(b, x)->dtype;
+  return hlo_convert(b, hlo_log_gamma(b, hlo_convert(b, x, tpu_dtype_compute(t))), t);
+}
 static hlo_value digamma_fn(hlo_builder* b, hlo_value x) { return special(b, "digamma", HLO_INVALID, x); }
 
 /* -x log(x): 0 at 0, -inf below it (special.entr). */

@@ -15,9 +15,9 @@
  * NaN) start finished.
  *
  * Where XLA's elementary functions differ from glibc's in the last bits and
- * the CPU's formulas amplify that (log Gamma near 1 and 2), this file
- * has its own (log1p is the builder's, hlo/special_ops.c); it keeps XLA from folding constants (x + c1) + c2 and from
- * fusing the products glibc rounds; and it emulates in float32 the CPU's
+ * the CPU's formulas amplify that (log Gamma near 1 and 2), it takes the
+ * builder's (hlo_log_gamma, hlo_log1p: hlo/special_ops.h); it keeps XLA
+ * from folding constants (x + c1) + c2; and it emulates in float32 the CPU's
  * double-precision tests (x > 1.1) and intermediates. What remains: XLA
  * flushes subnormals (results below the smallest normal number come out
  * 0, subnormal inputs read as 0), and float32 results inherit the last-bit
@@ -60,14 +60,6 @@ static hlo_value or_(hlo_builder* b, hlo_value x, hlo_value y) { return hlo_bina
 /* x, which XLA's simplifier may not look through: it folds (x + c1) + c2
  * into x + (c1 + c2), which rounds differently from the CPU. */
 static hlo_value opaque(hlo_builder* b, hlo_value x) { return hlo_optimization_barrier(b, x); }
-
-/* The product x, rounded before the sum it goes into: XLA's CPU backend
- * fuses a multiply and an add into one FMA, which glibc's lgamma does not
- * (ATen's own kernel does, for a log x - x); a select between them keeps
- * them apart. */
-static hlo_value rounded(hlo_builder* b, hlo_value x) {
-  return hlo_select(b, hlo_compare(b, "EQ", x, x), x, hlo_binary_constant(b, "add", x, 1));
-}
 
 /* |x| < eps |y| (or <= when `or_equal`), the loops' stopping test. */
 static hlo_value negligible(hlo_builder* b, hlo_value x, hlo_value y, double eps, bool or_equal) {
@@ -146,63 +138,6 @@ static hlo_value count_as(hlo_builder* b, hlo_value iteration, int64_t offset, h
   hlo_type shape = *hlo_type_of(b, like);
   hlo_value v = hlo_binary(b, "add", iteration, hlo_constant_i64(b, TPU_I64, offset));
   return hlo_broadcast_to(b, hlo_convert(b, v, shape.dtype), shape.rank, shape.dims);
-}
-
-/* ---- log Gamma(a) for a > 0 ---- */
-
-/* The CPU calls glibc's lgamma, accurate to an ulp or so; XLA's (CHLO's)
- * is some ulps off, and far more near its zeros at 1 and 2, where igammac's
- * series takes lgamma(1 + a) for small a and cancels it. So this one, in
- * glibc's pieces: Taylor series about 1 and 2, the recurrence below 8 and
- * Stirling's series above. */
-
-/* log Gamma(1 + u) + log(1 + u) for |u| <= 1/2, by its Taylor series (float32
- * needs fewer terms). It is also log Gamma(2 + u). */
-static hlo_value log_gamma_2p(hlo_builder* b, hlo_value u) {
-  int n = hlo_type_of(b, u)->dtype == TPU_F64 ? 28 : 14;
-  hlo_value r = hlo_constant_like(b, u, log_gamma_1p_taylor[n - 1]);
-  for (int i = n - 2; i >= 0; i--)
-    r = hlo_binary_constant(b, "add", hlo_multiply(b, r, u), log_gamma_1p_taylor[i]);
-  return hlo_multiply(b, r, u);
-}
-
-/* (a - 1/2)(log a - 1) + w(1/a), w Stirling's series less its leading
- * terms, in the form of glibc's for a >= 8 (so it rounds alike):
- * w = log(2 pi)/2 - 1/2 + the sum over k of B_2k / (2k (2k - 1) a^(2k-1)). */
-static hlo_value log_gamma_stirling(hlo_builder* b, hlo_value a) {
-  static const double w[] = {1.0 / 12,   -1.0 / 360,      1.0 / 1260, -1.0 / 1680,
-                             1.0 / 1188, -691.0 / 360360, 1.0 / 156,  -3617.0 / 122400};
-  hlo_value z = hlo_divide(b, hlo_constant_like(b, a, 1), a), y = hlo_multiply(b, z, z);
-  int n = (int)(sizeof w / sizeof w[0]);
-  hlo_value r = hlo_constant_like(b, a, w[n - 1]);
-  for (int i = n - 2; i >= 0; i--) r = hlo_binary_constant(b, "add", hlo_multiply(b, r, y), w[i]);
-  r = hlo_binary_constant(b, "add", hlo_multiply(b, z, r), 4.18938533204672741780329736405617640e-01);
-  return hlo_add(b,
-                 rounded(b, hlo_multiply(b, hlo_binary_constant(b, "add", a, -0.5),
-                                         hlo_binary_constant(b, "add", hlo_unary(b, "log", a), -1))),
-                 r);
-}
-
-/* log Gamma(a), a > 0: log Gamma(2 + u) less log(1 + u) for u = a - 1 in
- * [1/2, 3/2), less log a too for u = a below 1/2; below 8 log Gamma(2 + u)
- * plus log((a-1)...(a-k)), k steps down to u = a - k - 2 in [-1/2, 1/2)
- * (every subtraction exact); Stirling's series from 8. */
-static hlo_value log_gamma(hlo_builder* b, hlo_value a) {
-  hlo_value below_half = hlo_compare_constant(b, "LT", a, 0.5);
-  hlo_value about_1 = hlo_compare_constant(b, "LT", a, 1.5);
-  hlo_value steps = hlo_unary(b, "floor", hlo_binary_constant(b, "add", a, -1.5));
-  hlo_value product = hlo_constant_like(b, a, 1);
-  for (int j = 1; j <= 6; j++)
-    product = hlo_select(b, hlo_compare_constant(b, "GE", steps, j),
-                         hlo_multiply(b, product, hlo_binary_constant(b, "add", a, -j)), product);
-  hlo_value u = hlo_select(b, below_half, a,
-                           hlo_select(b, about_1, hlo_binary_constant(b, "add", a, -1),
-                                      hlo_binary_constant(b, "add", hlo_subtract(b, a, steps), -2)));
-  hlo_value series = log_gamma_2p(b, u), log_a = hlo_unary(b, "log", a);
-  hlo_value small = hlo_select(b, below_half, hlo_subtract(b, hlo_subtract(b, series, hlo_log1p(b, a)), log_a),
-                               hlo_select(b, about_1, hlo_subtract(b, series, log_a),
-                                          hlo_add(b, series, hlo_unary(b, "log", product))));
-  return hlo_select(b, hlo_compare_constant(b, "LT", a, 8), small, log_gamma_stirling(b, a));
 }
 
 /* ---- x^a e^-x / Gamma(a) ---- */
@@ -515,7 +450,7 @@ static hlo_value incomplete_gamma(hlo_builder* b, hlo_value a, hlo_value x, bool
   /* one log Gamma serves both: lgamma(1 + a) (1 + a rounded, as on the
    * CPU) for Q's series, lgamma(a) for the others */
   hlo_value lgamma =
-      log_gamma(b, hlo_select(b, by_upper_series, opaque(b, hlo_binary_constant(b, "add", a, 1)), a));
+      hlo_log_gamma(b, hlo_select(b, by_upper_series, opaque(b, hlo_binary_constant(b, "add", a, 1)), a));
   hlo_value factor = power_factor(b, a, x, lgamma, lim);
   hlo_value r = sums(b, a, x, by_upper_series, by_fraction, factor, lgamma, idle, lim);
   hlo_value v = hlo_select(b, by_series, lower ? r : hlo_subtract(b, hlo_constant_like(b, x, 1), r),
