@@ -1,7 +1,7 @@
 /* Builder ops for piecewise approximations: a table of numbers baked into
  * the program, a lookup into it by a computed index, and erfcx and
- * exp(-x^2), on which erf, erfc and torch.special build; and a log1p and
- * a log Gamma as accurate as the C library's. */
+ * exp(-x^2), on which erf, erfc and torch.special build; a log1p and
+ * a log Gamma as accurate as the C library's, and digamma. */
 #ifndef TPU_HLO_SPECIAL_OPS_H
 #define TPU_HLO_SPECIAL_OPS_H
 
@@ -36,6 +36,9 @@ hlo_value hlo_log1p(hlo_builder* b, hlo_value x);
 /* log|Gamma(x)| (f32 or f64) to a few ulps of glibc's lgamma, +inf at the
  * poles (hlo/log_gamma.c). */
 hlo_value hlo_log_gamma(hlo_builder* b, hlo_value x);
+/* digamma (f32 or f64) by the CPU kernel's method: NaN at the negative
+ * integers, -1/x at +-0 (hlo/digamma.c). */
+hlo_value hlo_digamma(hlo_builder* b, hlo_value x);
 
 #ifdef __cplusplus
 }

@@ -402,27 +402,13 @@ static hlo_value isinf_fn(hlo_builder* b, hlo_value x) {
 static hlo_value isposinf_fn(hlo_builder* b, hlo_value x) { return infinity_test(b, x, INFINITY); }
 static hlo_value isneginf_fn(hlo_builder* b, hlo_value x) { return infinity_test(b, x, -INFINITY); }
 
-/* CHLO's special functions, float16/bfloat16 widened to float32 as
- * PyTorch's kernels compute them. digamma(+-0) is -1/x (-inf, +inf) in
- * PyTorch, where XLA gives NaN. */
-static hlo_value special(hlo_builder* b, const char* op, hlo_value n, hlo_value x) {
-  tpu_dtype t = hlo_type_of(b, x)->dtype, wide = tpu_dtype_compute(t);
-  hlo_value operands[2] = {hlo_convert(b, x, wide), HLO_INVALID};
-  if (n != HLO_INVALID) {
-    operands[1] = operands[0];
-    operands[0] = hlo_convert(b, n, wide);
-  }
-  hlo_value r = hlo_chlo(b, op, operands, n != HLO_INVALID ? 2 : 1);
-  if (!strcmp(op, "digamma"))
-    r = hlo_select(b, hlo_compare_constant(b, "EQ", operands[0], 0),
-                   hlo_binary(b, "divide", hlo_constant_like(b, r, -1), operands[0]), r);
-  return hlo_convert(b, r, t);
-}
-static hlo_value lgamma_fn(hlo_builder* b, hlo_value x) {
+/* float16/bfloat16 widened to float32, as PyTorch's kernels compute them. */
+static hlo_value widened(hlo_builder* b, hlo_value (*fn)(hlo_builder*, hlo_value), hlo_value x) {
   tpu_dtype t = hlo_type_of(b, x)->dtype;
-  return hlo_convert(b, hlo_log_gamma(b, hlo_convert(b, x, tpu_dtype_compute(t))), t);
+  return hlo_convert(b, fn(b, hlo_convert(b, x, tpu_dtype_compute(t))), t);
 }
-static hlo_value digamma_fn(hlo_builder* b, hlo_value x) { return special(b, "digamma", HLO_INVALID, x); }
+static hlo_value lgamma_fn(hlo_builder* b, hlo_value x) { return widened(b, hlo_log_gamma, x); }
+static hlo_value digamma_fn(hlo_builder* b, hlo_value x) { return widened(b, hlo_digamma, x); }
 
 /* -x log(x): 0 at 0, -inf below it (special.entr). */
 static hlo_value entr_fn(hlo_builder* b, hlo_value x) {
