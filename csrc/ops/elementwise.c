@@ -499,15 +499,12 @@ static tpu_status lower_polygamma(tpu_lowering* l) {
   int self = 1;
   hlo_value x = tpu_lower_value(l, 1, operand_type(l, AS_FLOAT, &self, 1));
   int64_t n = tpu_lower_int(l, 0, 0);
-  if (n == 0) {
-    tpu_lower_set_output(l, 0, digamma_fn(b, x));
-    return NULL;
-  }
-  /* as the CPU: trigamma's own series for n = 1, zeta for the others (XLA's
-   * polygamma is less accurate and wrong at some negative x) */
+  /* as the CPU: digamma for n = 0, trigamma's own series for n = 1, zeta
+   * for the others (XLA's polygamma is less accurate and wrong at some
+   * negative x) */
   tpu_dtype t = hlo_type_of(b, x)->dtype;
   hlo_value wide = hlo_convert(b, x, tpu_dtype_compute(t));
-  hlo_value r = n == 1 ? hlo_trigamma(b, wide) : hlo_polygamma(b, n, wide);
+  hlo_value r = n == 0 ? hlo_digamma(b, wide) : n == 1 ? hlo_trigamma(b, wide) : hlo_polygamma(b, n, wide);
   tpu_lower_set_output(l, 0, hlo_convert(b, r, t));
   return NULL;
 }
